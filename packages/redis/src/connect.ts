@@ -1,0 +1,86 @@
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+
+/** A standalone client or a cluster client; both speak the same commands. */
+export type RedisClient = Redis | Cluster;
+
+export type RedisTarget =
+  | { kind: "standalone"; url: string }
+  | { kind: "cluster"; nodes: { host: string; port: number }[]; username?: string; password?: string };
+
+/**
+ * `redis://…` / `rediss://…` select one server; `redis-cluster://host:port,host:port` selects a Cluster
+ * (the listed nodes are only seeds — the client discovers the rest).
+ */
+export function parseRedisUrl(url: string): RedisTarget {
+  const trimmed = url.trim();
+  if (/^rediss?:\/\//.test(trimmed)) return { kind: "standalone", url: trimmed };
+  const m = /^redis-cluster:\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?#]+)\/?$/.exec(trimmed);
+  if (!m) {
+    throw new Error(
+      `REDIS_URL "${url}" is not understood: use redis://host:port for one server or ` +
+        `redis-cluster://host:port,host:port for a Redis Cluster`,
+    );
+  }
+  const nodes = m[3].split(",").map((hp) => {
+    const [host, port] = hp.split(":");
+    const n = Number(port ?? 6379);
+    if (!host || !Number.isInteger(n) || n <= 0 || n > 65535) {
+      throw new Error(`REDIS_URL node "${hp}" is not host:port`);
+    }
+    return { host, port: n };
+  });
+  return {
+    kind: "cluster",
+    nodes,
+    username: m[1] ? decodeURIComponent(m[1]) : undefined,
+    password: m[2] ? decodeURIComponent(m[2]) : undefined,
+  };
+}
+
+export interface ConnectOptions {
+  /** Fail commands fast while disconnected instead of queueing them (default true: callers get a 503 at once). */
+  failFast?: boolean;
+  /** Extra ioredis options for each connection. */
+  redis?: RedisOptions;
+}
+
+/** Creates the client; it connects in the background. See {@link connectRedis} to wait for it. */
+export function createRedis(url: string, options: ConnectOptions = {}): RedisClient {
+  const target = parseRedisUrl(url);
+  const failFast = options.failFast ?? true;
+  const base: RedisOptions = {
+    // Keep reconnecting forever, but never let a command wait in an offline queue for a server that is gone.
+    enableOfflineQueue: !failFast,
+    maxRetriesPerRequest: failFast ? 1 : 20,
+    retryStrategy: (times) => Math.min(times * 100, 2000),
+    ...options.redis,
+  };
+  if (target.kind === "standalone") return new Redis(target.url, base);
+  return new Cluster(target.nodes, {
+    enableOfflineQueue: !failFast,
+    clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
+    redisOptions: { ...base, username: target.username, password: target.password },
+  });
+}
+
+/** Creates the client and waits until it is ready, so that fail-fast commands do not fail at startup. */
+export async function connectRedis(url: string, options: ConnectOptions & { timeoutMs?: number } = {}): Promise<RedisClient> {
+  const client = createRedis(url, options);
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`Redis at ${url} did not become ready within ${timeoutMs} ms: check REDIS_URL and that the server is up`)),
+        timeoutMs,
+      );
+      client.once("ready", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  } catch (err) {
+    client.disconnect();
+    throw err;
+  }
+  return client;
+}

@@ -1,0 +1,1 @@
+export { createRedis, connectRedis, parseRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";

@@ -1,0 +1,179 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** Path of `redis-server`, or undefined when it is not installed. */
+export function redisServerPath(): string | undefined {
+  try {
+    return execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A free loopback TCP port (asks the OS for one). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/** Sends one inline command and returns the first reply line (enough for PING / CLUSTER INFO checks). */
+function rawCommand(port: number, command: string, timeoutMs = 500): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = connect({ host: "127.0.0.1", port });
+    let data = "";
+    const done = (err?: Error) => {
+      clearTimeout(timer);
+      sock.destroy();
+      if (err) reject(err);
+      else resolve(data);
+    };
+    const timer = setTimeout(() => done(new Error("timeout")), timeoutMs);
+    sock.on("error", done);
+    sock.on("connect", () => sock.write(`${command}\r\n`));
+    sock.on("data", (chunk) => {
+      data += chunk.toString("utf8");
+      // bulk replies ($len\r\n...) may arrive in pieces; wait for the whole body
+      const m = /^\$(\d+)\r\n/.exec(data);
+      if (!m || data.length >= m[0].length + Number(m[1]) + 2) done();
+    });
+  });
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export interface RedisServer {
+  readonly port: number;
+  readonly url: string;
+  /** PID of the running server, or undefined while it is stopped. */
+  readonly pid: number | undefined;
+  /** Stops the server (SIGTERM by PID, then SIGKILL) and waits until the port is closed. */
+  stop(): Promise<void>;
+  /** Starts it again on the same port (an empty data set: persistence is off). */
+  start(): Promise<void>;
+}
+
+function spawnRedis(port: number, extra: string[], dir: string): ChildProcess {
+  const child = spawn(
+    "redis-server",
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extra],
+    { stdio: "ignore" },
+  );
+  child.unref();
+  return child;
+}
+
+async function killByPid(child: ChildProcess | undefined, port: number): Promise<void> {
+  if (!child?.pid || child.exitCode !== null) return;
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  process.kill(child.pid, "SIGTERM");
+  const timer = setTimeout(() => child.pid && child.exitCode === null && process.kill(child.pid, "SIGKILL"), 3000);
+  await exited;
+  clearTimeout(timer);
+  await waitFor(`port ${port} to close`, async () => {
+    try {
+      await rawCommand(port, "PING", 200);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+}
+
+/** Starts a standalone `redis-server` on a free loopback port. */
+export async function startRedis(opts: { port?: number; args?: string[] } = {}): Promise<RedisServer> {
+  const port = opts.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), "gov-redis-"));
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawnRedis(port, opts.args ?? [], dir);
+    await waitFor(`redis-server on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+  };
+  await start();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    get pid() {
+      return child?.exitCode === null ? child.pid : undefined;
+    },
+    stop: () => killByPid(child, port),
+    start,
+  };
+}
+
+export interface RedisClusterServers {
+  readonly ports: number[];
+  /** `redis-cluster://127.0.0.1:a,127.0.0.1:b,127.0.0.1:c` */
+  readonly url: string;
+  readonly pids: number[];
+  stop(): Promise<void>;
+}
+
+/** Starts a 3-master Redis Cluster (no replicas) on free loopback ports and waits for `cluster_state:ok`. */
+export async function startRedisCluster(size = 3): Promise<RedisClusterServers> {
+  const ports: number[] = [];
+  while (ports.length < size) {
+    const p = await freePort();
+    if (!ports.includes(p) && p < 55535) ports.push(p); // the cluster bus uses port + 10000
+  }
+  const dir = mkdtempSync(join(tmpdir(), "gov-cluster-"));
+  const children = ports.map((port) =>
+    spawnRedis(
+      port,
+      ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${port}.conf`), "--cluster-node-timeout", "5000"],
+      dir,
+    ),
+  );
+  const stop = async () => {
+    await Promise.all(children.map((c, i) => killByPid(c, ports[i])));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (const port of ports) {
+      await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+    }
+    // Assign slot ranges and introduce the nodes ourselves: quicker than `redis-cli --cluster create`.
+    const per = Math.floor(16384 / size);
+    for (let i = 0; i < size; i++) {
+      const from = i * per;
+      const to = i === size - 1 ? 16383 : from + per - 1;
+      await rawCommand(ports[i], `CLUSTER ADDSLOTSRANGE ${from} ${to}`);
+    }
+    for (const port of ports.slice(1)) await rawCommand(ports[0], `CLUSTER MEET 127.0.0.1 ${port}`);
+    for (const port of ports) {
+      await waitFor(
+        `cluster_state:ok on ${port}`,
+        async () => {
+          const info = await rawCommand(port, "CLUSTER INFO");
+          return info.includes("cluster_state:ok") && info.includes(`cluster_known_nodes:${size}`) && info.includes("cluster_slots_ok:16384");
+        },
+        30_000,
+      );
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    ports,
+    url: `redis-cluster://${ports.map((p) => `127.0.0.1:${p}`).join(",")}`,
+    pids: children.map((c) => c.pid!).filter(Boolean),
+    stop,
+  };
+}

@@ -1,0 +1,38 @@
+import { Redis } from "ioredis";
+import { describe, expect, inject, it } from "vitest";
+import { startRedis } from "../src/index.js";
+
+const skip = inject("redisSkipReason");
+
+describe.skipIf(skip)("test Redis servers", () => {
+  it("the shared cluster serves keys from all three masters' slots", async () => {
+    const { Cluster } = await import("ioredis");
+    const nodes = inject("redisClusterUrl").replace("redis-cluster://", "").split(",").map((hp) => ({ host: hp.split(":")[0], port: Number(hp.split(":")[1]) }));
+    const cluster = new Cluster(nodes);
+    try {
+      for (const k of ["a", "b", "c", "d", "e", "f"]) await cluster.set(`t:${k}`, k);
+      expect(await cluster.get("t:e")).toBe("e");
+      const masters = cluster.nodes("master");
+      expect(masters).toHaveLength(3);
+    } finally {
+      cluster.disconnect();
+    }
+  });
+
+  it("a private server stops by PID and starts again on the same port", async () => {
+    const srv = await startRedis();
+    const client = new Redis(srv.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => 50 });
+    await new Promise((r) => client.once("ready", r));
+    await client.set("k", "v");
+    const pid = srv.pid;
+    expect(pid).toBeGreaterThan(0);
+    await srv.stop();
+    expect(srv.pid).toBeUndefined();
+    await expect(client.get("k")).rejects.toThrow();
+    await srv.start();
+    await expect.poll(() => client.status, { timeout: 5000 }).toBe("ready");
+    expect(await client.get("k")).toBeNull(); // persistence is off: a restarted server is empty
+    client.disconnect();
+    await srv.stop();
+  });
+});
