@@ -1,0 +1,82 @@
+/**
+ * The storage port of the config service. Two adapters implement it with the same behaviour:
+ * `memory-config-store.ts` (embedded, in-process) and `redis-config-store.ts` (standalone Redis or Cluster).
+ * Both pass `test/config-store.contract.ts`.
+ */
+
+export type ConfigOp = "set" | "rollback" | "remove";
+
+export interface ConfigRecord {
+  configId: string;
+  data: string;
+  /** SHA-256 hex of data. */
+  hash: string;
+  version: number;
+  /** Epoch milliseconds. */
+  createTime: number;
+}
+
+/** A superseded version: the config as it was, plus the operation that superseded it and when. */
+export interface ConfigHistoryRecord extends ConfigRecord {
+  op: ConfigOp;
+  opTime: number;
+}
+
+export interface ConfigVersionInfo {
+  configId: string;
+  version: number;
+  op: ConfigOp;
+  opTime: number;
+}
+
+/** Published after every change, to this process's subscribers and (on Redis) to every other process. */
+export interface ConfigChange {
+  namespace: string;
+  configId: string;
+  op: ConfigOp;
+  /** The new current version (the removed one for op "remove"). */
+  version: number;
+}
+
+export interface WriteResult {
+  /** false when nothing was written because the content equals the current content. */
+  changed: boolean;
+  /** The current version after the call. */
+  version: number;
+}
+
+export interface ConfigStore {
+  /** "embedded", "redis" or "redis-cluster": printed at startup. */
+  readonly kind: string;
+  /** Config ids of a namespace, sorted. */
+  list(namespace: string): Promise<string[]>;
+  get(namespace: string, configId: string): Promise<ConfigRecord | undefined>;
+  /** `hash` is the SHA-256 hex of `data` (computed by the caller, once). */
+  set(namespace: string, configId: string, data: string, hash: string, now: number): Promise<WriteResult>;
+  /** false when the config does not exist. */
+  remove(namespace: string, configId: string, now: number): Promise<boolean>;
+  /** undefined when the target version is neither current nor in the history. */
+  rollback(namespace: string, configId: string, targetVersion: number, now: number): Promise<WriteResult | undefined>;
+  /** Superseded versions, newest first. */
+  versions(namespace: string, configId: string): Promise<ConfigVersionInfo[]>;
+  version(namespace: string, configId: string, version: number): Promise<ConfigHistoryRecord | undefined>;
+  /** Calls `listener` for every change in any namespace; returns the unsubscribe function. */
+  subscribe(listener: (change: ConfigChange) => void): () => void;
+  close(): Promise<void>;
+}
+
+export interface ConfigStoreOptions {
+  /** How many superseded versions each config keeps (gov.config.history.max-versions). */
+  maxVersions: number;
+}
+
+/**
+ * Thrown by a store adapter when its backing store cannot be reached (connection refused, closed, timed out).
+ * The service answers it with `unavailable` (HTTP 503); any other store error is a bug (`internal`).
+ */
+export class StoreUnavailableError extends Error {
+  override readonly name = "StoreUnavailableError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}

@@ -1,0 +1,106 @@
+import type {
+  ConfigChange,
+  ConfigHistoryRecord,
+  ConfigRecord,
+  ConfigStore,
+  ConfigStoreOptions,
+  ConfigVersionInfo,
+  WriteResult,
+} from "./config-store.js";
+
+interface Entry {
+  current?: ConfigRecord;
+  /** Superseded versions, oldest first. */
+  history: ConfigHistoryRecord[];
+}
+
+/** The embedded store: same behaviour as Redis, held in this process only (for trying the product and tests). */
+export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStore {
+  const namespaces = new Map<string, Map<string, Entry>>();
+  const listeners = new Set<(change: ConfigChange) => void>();
+
+  const entryOf = (ns: string, id: string, create: boolean): Entry | undefined => {
+    let configs = namespaces.get(ns);
+    if (!configs) {
+      if (!create) return undefined;
+      configs = new Map();
+      namespaces.set(ns, configs);
+    }
+    let entry = configs.get(id);
+    if (!entry && create) {
+      entry = { history: [] };
+      configs.set(id, entry);
+    }
+    return entry;
+  };
+
+  const archive = (entry: Entry, op: ConfigHistoryRecord["op"], now: number) => {
+    if (!entry.current) return;
+    entry.history.push({ ...entry.current, op, opTime: now });
+    if (entry.history.length > options.maxVersions) entry.history.splice(0, entry.history.length - options.maxVersions);
+  };
+
+  const lastVersion = (entry: Entry) => Math.max(entry.current?.version ?? 0, entry.history.at(-1)?.version ?? 0);
+
+  const emit = (change: ConfigChange) => {
+    for (const l of listeners) queueMicrotask(() => l(change));
+  };
+
+  const write = (ns: string, id: string, entry: Entry, data: string, hash: string, op: "set" | "rollback", now: number): WriteResult => {
+    if (entry.current?.hash === hash) return { changed: false, version: entry.current.version };
+    const version = lastVersion(entry) + 1;
+    archive(entry, op, now);
+    entry.current = { configId: id, data, hash, version, createTime: now };
+    emit({ namespace: ns, configId: id, op, version });
+    return { changed: true, version };
+  };
+
+  return {
+    kind: "embedded",
+    async list(ns) {
+      const configs = namespaces.get(ns);
+      if (!configs) return [];
+      return [...configs].filter(([, e]) => e.current).map(([id]) => id).sort();
+    },
+    async get(ns, id) {
+      const current = entryOf(ns, id, false)?.current;
+      return current && { ...current };
+    },
+    async set(ns, id, data, hash, now) {
+      return write(ns, id, entryOf(ns, id, true)!, data, hash, "set", now);
+    },
+    async remove(ns, id, now) {
+      const entry = entryOf(ns, id, false);
+      if (!entry?.current) return false;
+      const version = entry.current.version;
+      archive(entry, "remove", now);
+      entry.current = undefined;
+      emit({ namespace: ns, configId: id, op: "remove", version });
+      return true;
+    },
+    async rollback(ns, id, target, now) {
+      const entry = entryOf(ns, id, false);
+      if (!entry) return undefined;
+      const source = entry.current?.version === target ? entry.current : entry.history.find((h) => h.version === target);
+      if (!source) return undefined;
+      return write(ns, id, entry, source.data, source.hash, "rollback", now);
+    },
+    async versions(ns, id) {
+      const history = entryOf(ns, id, false)?.history ?? [];
+      return history
+        .map((h): ConfigVersionInfo => ({ configId: h.configId, version: h.version, op: h.op, opTime: h.opTime }))
+        .reverse();
+    },
+    async version(ns, id, v) {
+      const h = entryOf(ns, id, false)?.history.find((x) => x.version === v);
+      return h && { ...h };
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      listeners.clear();
+    },
+  };
+}
