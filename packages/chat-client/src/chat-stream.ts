@@ -1,0 +1,162 @@
+/**
+ * Turns an SSE response body into a stream of parsed chat events.
+ *
+ * One `ReadableStream` does all the work in its `pull`: read a network chunk, decode it with one streaming
+ * `TextDecoder`, feed it to eventsource-parser, and enqueue each event synchronously from the parser callback.
+ * No `pipeThrough` chain, so there is no promise per event beyond the consumer's own `read()`.
+ */
+import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
+import { DecodeError, EventSizeLimitError, NetworkError, StreamError, providerError, snippet } from "./errors.js";
+import type { ChatResponse, ChatStream, ChatStreamEvent } from "./types.js";
+
+/** Default cap on one event (and on buffered, not yet terminated input): 16 Mi characters. */
+export const DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024;
+
+export interface ChatStreamOptions {
+  /** Largest event, in characters, before the stream errors with {@link EventSizeLimitError}. */
+  maxEventSize?: number;
+  /** Used in {@link NetworkError}s when the connection breaks mid-stream. */
+  url?: string;
+}
+
+/**
+ * Wraps an SSE body. `data: [DONE]` closes the result at once and cancels `body` (so the connection is released
+ * even if the server keeps it open); `event: error` or a `{"error": …}` payload errors it with {@link StreamError};
+ * invalid JSON errors it with {@link DecodeError}. A last event without its blank line is still delivered at EOF.
+ */
+export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStreamOptions = {}): ChatStream {
+  const maxEventSize = options.maxEventSize ?? DEFAULT_MAX_EVENT_SIZE;
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let controller!: ReadableStreamDefaultController<ChatStreamEvent>;
+  let finished = false; // after [DONE], an error or a cancel, later events are dropped
+  let delivered = false;
+  let lastId: string | undefined;
+  let retry: number | undefined;
+  let pendingError: { error: unknown } | undefined;
+
+  const release = (reason?: unknown) => void reader.cancel(reason).catch(() => {});
+  const finish = () => {
+    finished = true;
+    controller.close();
+    release();
+  };
+  const fail = (error: unknown) => {
+    finished = true;
+    release(error);
+    // `error()` drops queued events; let the consumer read the events that came before the failure first.
+    if ((controller.desiredSize ?? 0) >= 1) controller.error(error);
+    else pendingError = { error };
+  };
+
+  const parser = createParser({
+    maxBufferSize: maxEventSize,
+    onRetry: (ms: number) => (retry = ms),
+    onError: (error: ParseError) => {
+      // Unknown fields and bad `retry` values are ignored, as the SSE spec says; only the size cap is fatal.
+      if (error.type === "max-buffer-size-exceeded" && !finished) fail(new EventSizeLimitError(maxEventSize));
+    },
+    onEvent: (message: EventSourceMessage) => {
+      if (finished) return;
+      const data = message.data;
+      if (data.length > maxEventSize) return fail(new EventSizeLimitError(maxEventSize));
+      if (isDone(data)) return finish();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(data);
+      } catch (cause) {
+        return fail(new DecodeError("Stream event data is not valid JSON", snippet(data), { cause }));
+      }
+      const event = message.event ?? "message";
+      if (event === "error" || providerError(parsed) !== undefined) return fail(streamError(parsed, event));
+      if (message.id !== undefined) lastId = message.id;
+      controller.enqueue({ event, data: parsed as ChatResponse, id: lastId, retry });
+      delivered = true;
+    },
+  });
+
+  const endOfBody = () => {
+    const rest = decoder.decode();
+    if (rest !== "") parser.feed(rest);
+    // The last event may lack its blank line; dispatch it rather than lose e.g. the final finish_reason.
+    if (!finished) parser.feed("\n\n");
+    if (!finished) {
+      finished = true;
+      controller.close();
+    }
+  };
+
+  const stream = new ReadableStream<ChatStreamEvent>({
+    start(c) {
+      controller = c;
+    },
+    async pull() {
+      if (pendingError) return controller.error(pendingError.error);
+      // Keep reading until this pull delivered something: a pull that enqueues nothing is not called again.
+      delivered = false;
+      while (!finished && !delivered) {
+        let chunk: ReadableStreamReadResult<Uint8Array>;
+        try {
+          chunk = await reader.read();
+        } catch (error) {
+          if (!finished) fail(readError(error, options.url));
+          return;
+        }
+        if (finished) return;
+        if (chunk.done) return endOfBody();
+        const text = decoder.decode(chunk.value, { stream: true });
+        if (text !== "") parser.feed(text);
+      }
+    },
+    cancel(reason) {
+      finished = true;
+      return reader.cancel(reason);
+    },
+  });
+  return asyncIterable(stream);
+}
+
+/** `[DONE]`, tolerating surrounding whitespace some proxies add. */
+function isDone(data: string): boolean {
+  return data === "[DONE]" || (data.length < 32 && data.trim() === "[DONE]");
+}
+
+function streamError(parsed: unknown, event: string): StreamError {
+  const error = providerError(parsed) ?? parsed;
+  const message =
+    (error as { message?: unknown } | null)?.message ?? (parsed as { message?: unknown } | null)?.message ?? (typeof parsed === "string" ? parsed : undefined);
+  return new StreamError(typeof message === "string" ? message : `Provider sent an error event: ${snippet(JSON.stringify(parsed))}`, error, event);
+}
+
+/** A body read that fails after the headers means the connection broke mid-stream. */
+function readError(error: unknown, url = ""): unknown {
+  if (error instanceof TypeError) return new NetworkError(`Connection lost while reading the stream (${error.message})`, url, { cause: error });
+  return error;
+}
+
+/**
+ * Node ≥18 and current browsers make `ReadableStream` async-iterable natively. Where a runtime does not, add
+ * the iterator to this one instance (never to the global prototype).
+ */
+function asyncIterable<T>(stream: ReadableStream<T>): ReadableStream<T> & AsyncIterable<T> {
+  const candidate = stream as ReadableStream<T> & Partial<AsyncIterable<T>>;
+  if (typeof candidate[Symbol.asyncIterator] === "function") return candidate as ReadableStream<T> & AsyncIterable<T>;
+  Object.defineProperty(stream, Symbol.asyncIterator, {
+    value(): AsyncIterator<T> {
+      const reader = stream.getReader();
+      return {
+        async next() {
+          const result = await reader.read();
+          if (result.done) reader.releaseLock();
+          return result.done ? { done: true, value: undefined } : { done: false, value: result.value };
+        },
+        async return() {
+          await reader.cancel();
+          reader.releaseLock();
+          return { done: true, value: undefined };
+        },
+      };
+    },
+  });
+  return stream as ReadableStream<T> & AsyncIterable<T>;
+}

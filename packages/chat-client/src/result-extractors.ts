@@ -1,0 +1,31 @@
+/** The two ways a chat call turns its response into a result: one JSON document, or an event stream. */
+import { toChatStream, type ChatStreamOptions } from "./chat-stream.js";
+import { ContentTypeError, DecodeError } from "./errors.js";
+import type { FetchExchange, ResultExtractor } from "./fetcher.js";
+import { parseJson, readBody, readText } from "./response-body.js";
+import type { ChatStream } from "./types.js";
+
+/** Reads the whole body and parses it as JSON ({@link DecodeError} if it is not). */
+export const jsonResultExtractor: ResultExtractor = async (exchange: FetchExchange) => {
+  const response = exchange.response!;
+  return parseJson(await readText(response, response.url, exchange.request.signal), "Response body");
+};
+
+/**
+ * Builds an extractor that returns a {@link ChatStream}. A 2xx response that is not `text/event-stream`
+ * rejects with {@link ContentTypeError}, carrying the body it got instead.
+ */
+export function createStreamResultExtractor(options: Omit<ChatStreamOptions, "url"> = {}): ResultExtractor {
+  return async (exchange: FetchExchange): Promise<ChatStream> => {
+    const response = exchange.response!;
+    const contentType = response.headers.get("content-type") ?? "";
+    if (!contentType.toLowerCase().includes("text/event-stream")) {
+      throw new ContentTypeError(contentType, await readBody(response, response.url, exchange.request.signal));
+    }
+    if (response.body === null) throw new DecodeError("The event-stream response has no body");
+    return toChatStream(response.body, { ...options, url: response.url });
+  };
+}
+
+/** The stream extractor with the default event size cap. */
+export const streamResultExtractor: ResultExtractor = createStreamResultExtractor();
