@@ -70,13 +70,5 @@ export interface ConfigStoreOptions {
   maxVersions: number;
 }
 
-/**
- * Thrown by a store adapter when its backing store cannot be reached (connection refused, closed, timed out).
- * The service answers it with `unavailable` (HTTP 503); any other store error is a bug (`internal`).
- */
-export class StoreUnavailableError extends Error {
-  override readonly name = "StoreUnavailableError";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
+// Adapters throw this when the backing store is unreachable; the service answers 503 unavailable.
+export { StoreUnavailableError } from "@gov/service-kit";

@@ -1,0 +1,32 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+export interface NamespaceRule {
+  /** gov.namespace.require-hash-tag: false lifts the check (standalone storage only). */
+  requireHashTag: boolean;
+}
+
+// A non-empty brace-enclosed hash tag somewhere in the name: {dev}, cosky-{dev}, team-{a}-x.
+const HASH_TAG = /\{[^{}]+\}/;
+const MAX_LENGTH = 256;
+
+/**
+ * Contract §2: namespaces are used verbatim as key prefixes, so they must carry a Redis Cluster hash tag;
+ * the server never adds or removes braces. Throws invalid_argument with the rule explained.
+ */
+export function checkNamespace(namespace: string, rule: NamespaceRule): void {
+  if (!namespace) throw new ConnectError("namespace is required: give a name with a hash tag such as {dev}", Code.InvalidArgument);
+  if (namespace.length > MAX_LENGTH || /[\u0000-\u001f\u007f\s]/.test(namespace)) {
+    throw new ConnectError(
+      `namespace "${namespace.slice(0, 64)}" is not allowed: use at most ${MAX_LENGTH} characters without spaces or control characters`,
+      Code.InvalidArgument,
+    );
+  }
+  if (rule.requireHashTag && !HASH_TAG.test(namespace)) {
+    throw new ConnectError(
+      `namespace "${namespace}" has no hash tag: a namespace must contain a non-empty brace-enclosed tag, ` +
+        `e.g. "{${namespace}}" or "cosky-{${namespace}}", so that all of its keys share one Redis Cluster slot. ` +
+        `The server uses names exactly as given and never adds braces: "${namespace}" and "{${namespace}}" are different namespaces.`,
+      Code.InvalidArgument,
+    );
+  }
+}

@@ -1,0 +1,82 @@
+import { existsSync, readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+
+/** One setting: its dotted name, how to parse it, its default, and one line for the README table. */
+export interface SettingDef<T = unknown> {
+  name: string;
+  parse: (raw: string) => T;
+  /** Used when neither the YAML file nor the environment gives a value; undefined = optional. */
+  default?: T;
+  doc: string;
+}
+
+export type SettingValues<D extends Record<string, SettingDef>> = {
+  [K in keyof D]: D[K] extends SettingDef<infer T> ? (D[K]["default"] extends undefined ? T | undefined : T) : never;
+};
+
+export class SettingsError extends Error {
+  override readonly name = "SettingsError";
+}
+
+/** `gov.security.audit-log.action` → `GOV_SECURITY_AUDIT_LOG_ACTION` (contract §8). Names without dots stay as they are (PORT, REDIS_URL). */
+export function envName(name: string): string {
+  return name.toUpperCase().replace(/[.-]/g, "_");
+}
+
+/** Where settings come from: the flattened YAML file (dotted names) and the environment. */
+export interface SettingsSources {
+  file: Record<string, string>;
+  filePath?: string;
+  env: Record<string, string | undefined>;
+}
+
+function flatten(value: unknown, prefix: string, out: Record<string, string>): void {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix ? `${prefix}.${k}` : k, out);
+  } else if (value !== null && value !== undefined) {
+    out[prefix] = Array.isArray(value) ? value.join(",") : String(value);
+  }
+}
+
+/** Reads `gov.yaml` (or the file named by GOV_CONFIG) when present; nested and dotted keys both work. */
+export function readSettingsSources(env: Record<string, string | undefined> = process.env, cwd = process.cwd()): SettingsSources {
+  const explicit = env.GOV_CONFIG;
+  const filePath = explicit ?? `${cwd}/gov.yaml`;
+  const file: Record<string, string> = {};
+  if (existsSync(filePath)) {
+    let doc: unknown;
+    try {
+      doc = parseYaml(readFileSync(filePath, "utf8"));
+    } catch (err) {
+      throw new SettingsError(`settings file ${filePath} is not valid YAML: ${(err as Error).message}`);
+    }
+    flatten(doc ?? {}, "", file);
+  } else if (explicit) {
+    throw new SettingsError(`GOV_CONFIG names ${explicit}, which does not exist`);
+  }
+  return { file, filePath: existsSync(filePath) ? filePath : undefined, env };
+}
+
+/**
+ * Resolves each setting: environment variable first, then the YAML file, then the default.
+ * A value that does not parse stops startup with a message that names the setting and its source.
+ */
+export function loadSettings<D extends Record<string, SettingDef>>(defs: D, sources: SettingsSources = readSettingsSources()): SettingValues<D> {
+  const out: Record<string, unknown> = {};
+  for (const [key, def] of Object.entries(defs)) {
+    const env = envName(def.name);
+    const fromEnv = sources.env[env];
+    const raw = fromEnv !== undefined && fromEnv !== "" ? fromEnv : sources.file[def.name];
+    if (raw === undefined) {
+      out[key] = def.default;
+      continue;
+    }
+    try {
+      out[key] = def.parse(raw);
+    } catch (err) {
+      const where = fromEnv !== undefined && fromEnv !== "" ? `environment variable ${env}` : `${sources.filePath}`;
+      throw new SettingsError(`setting ${def.name} (from ${where}) is invalid: ${(err as Error).message}`);
+    }
+  }
+  return out as SettingValues<D>;
+}

@@ -1,0 +1,45 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { envName, loadSettings, parseBytes, parseDuration, parseEnum, readSettingsSources, type SettingDef } from "../src/index.js";
+
+const defs = {
+  ttl: { name: "sec.jwt.token-validity.refresh", parse: parseDuration, default: 10_800_000, doc: "" } as SettingDef<number>,
+  action: { name: "gov.security.audit-log.action", parse: parseEnum("write", "read", "rw"), default: "write", doc: "" } as SettingDef<string>,
+  port: { name: "PORT", parse: Number, default: 8080, doc: "" } as SettingDef<number>,
+};
+
+describe("settings", () => {
+  it("maps dotted names to environment variables as contract §8 says", () => {
+    expect(envName("gov.security.audit-log.action")).toBe("GOV_SECURITY_AUDIT_LOG_ACTION");
+    expect(envName("PORT")).toBe("PORT");
+  });
+
+  it("parses durations and sizes in the documented forms", () => {
+    expect(parseDuration("15m")).toBe(900_000);
+    expect(parseDuration("3H")).toBe(10_800_000);
+    expect(parseDuration("10s")).toBe(10_000);
+    expect(parseDuration("250ms")).toBe(250);
+    expect(() => parseDuration("soon")).toThrow(/not a duration/);
+    expect(parseBytes("1MiB")).toBe(1_048_576);
+    expect(parseBytes("16MB")).toBe(16_000_000);
+  });
+
+  it("env beats the YAML file, which beats the default; nested and dotted YAML keys both work", () => {
+    const dir = mkdtempSync(join(tmpdir(), "settings-"));
+    const file = join(dir, "gov.yaml");
+    writeFileSync(file, "sec:\n  jwt:\n    token-validity.refresh: 1H\ngov.security.audit-log.action: rw\n");
+    const fromFile = loadSettings(defs, readSettingsSources({ GOV_CONFIG: file }));
+    expect(fromFile).toEqual({ ttl: 3_600_000, action: "rw", port: 8080 });
+    const fromEnv = loadSettings(defs, readSettingsSources({ GOV_CONFIG: file, GOV_SECURITY_AUDIT_LOG_ACTION: "read", PORT: "9000" }));
+    expect(fromEnv).toMatchObject({ action: "read", port: 9000 });
+  });
+
+  it("a bad value stops loading with a message naming the setting and its source", () => {
+    expect(() => loadSettings(defs, readSettingsSources({ GOV_SECURITY_AUDIT_LOG_ACTION: "all" }, tmpdir()))).toThrow(
+      'setting gov.security.audit-log.action (from environment variable GOV_SECURITY_AUDIT_LOG_ACTION) is invalid: "all" is not one of write, read, rw',
+    );
+    expect(() => readSettingsSources({ GOV_CONFIG: "/nope/gov.yaml" })).toThrow(/does not exist/);
+  });
+});

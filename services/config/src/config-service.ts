@@ -1,0 +1,177 @@
+import { createHash } from "node:crypto";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  ConfigHistorySchema,
+  ConfigSchema,
+  ConfigService,
+  ConfigVersionSchema,
+  ImportResultSchema,
+  type WatchConfigResponse,
+  WatchConfigResponseSchema,
+} from "@gov/api";
+import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
+import type { ConfigLimits } from "./settings.js";
+import { readImportArchive, writeExportArchive } from "./zip-archive.js";
+import { watchChanges } from "./watch-changes.js";
+
+export interface ConfigServiceDeps {
+  store: ConfigStore;
+  namespaceRule: NamespaceRule;
+  limits: ConfigLimits;
+  now?: () => number;
+}
+
+const sha256 = (data: string) => createHash("sha256").update(data).digest("hex");
+
+function checkConfigId(configId: string): void {
+  if (!configId) throw new ConnectError("config id is required, e.g. app.yaml", Code.InvalidArgument);
+  if (configId.length > 512 || /[\u0000-\u001f\u007f]/.test(configId)) {
+    throw new ConnectError("config id must be at most 512 characters without control characters", Code.InvalidArgument);
+  }
+  const parts = configId.split("/");
+  if (configId.startsWith("/") || parts.some((p) => p === "." || p === "..")) {
+    // Ids become ZIP entry names on export; refusing these keeps every export safe to unpack.
+    throw new ConnectError(`config id "${configId}" must not start with "/" or contain "." or ".." segments`, Code.InvalidArgument);
+  }
+}
+
+function checkVersion(version: number, field: string): void {
+  if (!Number.isInteger(version) || version < 1) {
+    throw new ConnectError(`${field} must be a whole number of at least 1 (versions start at 1)`, Code.InvalidArgument);
+  }
+}
+
+const toConfig = (r: ConfigRecord) =>
+  create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) });
+
+const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
+
+export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof ConfigService> {
+  const { store, limits } = deps;
+  const now = deps.now ?? Date.now;
+  const checkTarget = (ns: string, id?: string) => {
+    checkNamespace(ns, deps.namespaceRule);
+    if (id !== undefined) checkConfigId(id);
+  };
+  const checkContent = (data: string) => {
+    const bytes = Buffer.byteLength(data, "utf8");
+    if (bytes > limits.maxContentBytes) {
+      throw new ConnectError(`config content is ${bytes} bytes, over the limit of ${limits.maxContentBytes} (gov.limits.config-content)`, Code.InvalidArgument);
+    }
+  };
+
+  return {
+    async listConfigs(req) {
+      checkTarget(req.namespace);
+      return { configIds: await store.list(req.namespace) };
+    },
+
+    async setConfig(req) {
+      checkTarget(req.namespace, req.configId);
+      checkContent(req.data);
+      return store.set(req.namespace, req.configId, req.data, sha256(req.data), now());
+    },
+
+    async deleteConfig(req) {
+      checkTarget(req.namespace, req.configId);
+      if (!(await store.remove(req.namespace, req.configId, now()))) throw notFound(req.namespace, req.configId);
+      return { removed: true };
+    },
+
+    async getConfig(req) {
+      checkTarget(req.namespace, req.configId);
+      const config = await store.get(req.namespace, req.configId);
+      if (!config) throw notFound(req.namespace, req.configId);
+      return { config: toConfig(config) };
+    },
+
+    async rollbackConfig(req) {
+      checkTarget(req.namespace, req.configId);
+      checkVersion(req.targetVersion, "target version");
+      const result = await store.rollback(req.namespace, req.configId, req.targetVersion, now());
+      if (!result) {
+        throw new ConnectError(
+          `config "${req.configId}" in namespace "${req.namespace}" has no version ${req.targetVersion}: list them with GET .../versions`,
+          Code.NotFound,
+        );
+      }
+      return result;
+    },
+
+    async listConfigVersions(req) {
+      checkTarget(req.namespace, req.configId);
+      const versions = await store.versions(req.namespace, req.configId);
+      if (versions.length === 0 && !(await store.get(req.namespace, req.configId))) throw notFound(req.namespace, req.configId);
+      return { versions: versions.map((v) => create(ConfigVersionSchema, { ...v, opTime: timestampFromMs(v.opTime) })) };
+    },
+
+    async getConfigVersion(req) {
+      checkTarget(req.namespace, req.configId);
+      checkVersion(req.version, "version");
+      const h = await store.version(req.namespace, req.configId, req.version);
+      if (!h) {
+        throw new ConnectError(
+          `config "${req.configId}" in namespace "${req.namespace}" has no archived version ${req.version}: list them with GET .../versions`,
+          Code.NotFound,
+        );
+      }
+      return { version: create(ConfigHistorySchema, { ...h, createTime: timestampFromMs(h.createTime), opTime: timestampFromMs(h.opTime) }) };
+    },
+
+    async importConfigs(req) {
+      checkTarget(req.namespace);
+      const policy = req.policy || "skip";
+      if (policy !== "skip" && policy !== "overwrite") {
+        throw new ConnectError(`policy "${req.policy}" is not known: use skip (default) or overwrite`, Code.InvalidArgument);
+      }
+      const entries = await readImportArchive(req.importZip, limits);
+      const results = [];
+      let succeeded = 0;
+      for (const entry of entries) {
+        if (!("data" in entry)) {
+          results.push(create(ImportResultSchema, entry));
+          continue;
+        }
+        const existing = await store.get(req.namespace, entry.configId);
+        if (existing && policy === "skip") {
+          results.push(create(ImportResultSchema, { configId: entry.configId, outcome: "skipped", reason: "exists (use policy=overwrite to replace it)" }));
+          continue;
+        }
+        const { changed } = await store.set(req.namespace, entry.configId, entry.data, sha256(entry.data), now());
+        const outcome = !existing ? "created" : changed ? "updated" : "unchanged";
+        if (changed) succeeded++;
+        results.push(create(ImportResultSchema, { configId: entry.configId, outcome }));
+      }
+      return { total: results.length, succeeded, results };
+    },
+
+    async *exportConfigs(req) {
+      checkTarget(req.namespace);
+      const ids = await store.list(req.namespace);
+      const configs = (await Promise.all(ids.map((id) => store.get(req.namespace, id)))).filter((c) => c !== undefined);
+      let first = true;
+      for await (const chunk of writeExportArchive(configs)) {
+        yield {
+          body: { contentType: first ? "application/zip" : "", data: chunk },
+          fileName: first ? `${req.namespace}_configs_${now()}.zip` : "",
+        };
+        first = false;
+      }
+    },
+
+    async *watchConfig(req, ctx: HandlerContext) {
+      checkTarget(req.namespace, req.configId);
+      const snapshot = async (op: string): Promise<WatchConfigResponse> => {
+        const config = await store.get(req.namespace, req.configId);
+        return create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
+      };
+      // Subscribe before the first read so that no change between the two is lost.
+      const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
+      yield await snapshot("current");
+      for await (const change of changes) yield await snapshot(change.op);
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import { loadSettings, readSettingsSources, type SettingsSources } from "@gov/settings";
+import type { ConnectRouter } from "@connectrpc/connect";
+import { openConfigStore } from "./open-store.js";
+import { configRoutes } from "./routes.js";
+import { configSettings } from "./settings.js";
+import type { ConfigStore } from "./store/config-store.js";
+
+export interface ConfigBackend {
+  routes: (router: ConnectRouter) => void;
+  store: ConfigStore;
+  settings: ReturnType<typeof loadConfigSettings>;
+  close(): Promise<void>;
+}
+
+export function loadConfigSettings(sources: SettingsSources = readSettingsSources()) {
+  return loadSettings(configSettings, sources);
+}
+
+/** Settings → store → routes: everything the config service needs, ready to mount on any transport. */
+export async function createConfigBackend(sources?: SettingsSources): Promise<ConfigBackend> {
+  const settings = loadConfigSettings(sources);
+  const store = await openConfigStore(settings);
+  const routes = configRoutes({
+    store,
+    namespaceRule: { requireHashTag: settings.requireHashTag },
+    limits: settings,
+  });
+  return { routes, store, settings, close: () => store.close() };
+}

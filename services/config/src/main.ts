@@ -1,0 +1,27 @@
+// `npm run start:config`: the config service as its own process (Connect, gRPC and gRPC-Web on one port).
+import { createLogger, errorInterceptor, serveConnect } from "@gov/service-kit";
+import { createConfigBackend } from "./create-config-backend.js";
+
+const logger = createLogger("gov.config-service");
+try {
+  const backend = await createConfigBackend();
+  const server = await serveConnect({
+    routes: backend.routes,
+    interceptors: [errorInterceptor(logger)],
+    port: backend.settings.port,
+    host: process.env.HOST ?? "127.0.0.1",
+    logger,
+    readMaxBytes: backend.settings.maxZipBytes + 1024,
+  });
+  logger.info({ url: server.url, store: backend.store.kind }, `config service listening on ${server.url} (store: ${backend.store.kind})`);
+  const stop = async () => {
+    await server.close();
+    await backend.close();
+    process.exit(0);
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+} catch (err) {
+  logger.fatal({ err }, (err as Error).message);
+  process.exit(1);
+}
