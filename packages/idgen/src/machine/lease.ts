@@ -1,0 +1,310 @@
+import { channels, publish } from "../channels.js";
+import { monotonicNow, systemClock, type Clock, type MonotonicNow } from "../clock.js";
+import { ClockTooManyBackwardsException, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
+import { defaultIdGenLogger, type IdGenLogger } from "../logger.js";
+import type { MachineIdDistributor } from "./distributor.js";
+import type { MachineIdSource } from "./machine-id-source.js";
+
+export interface MachineLeaseOptions {
+  namespace: string;
+  instanceId: string;
+  machineBit: number;
+  distributor: MachineIdDistributor;
+  /** First renewal after this (default 1 min). */
+  initialDelayMs?: number;
+  /** Renewal period (default 1 min). */
+  delayMs?: number;
+  /** After a failed renewal, retry after this (default `min(delay, 10 s)`): the stop deadline is near. */
+  retryDelayMs?: number;
+  /** T: a lease not renewed for T may be recycled by others (default 5 min). */
+  safeGuardMs?: number;
+  /** A new owner waits out a previous owner's later timestamp up to this; beyond it distribution fails (500 ms). */
+  brokenThresholdMs?: number;
+  clock?: Clock;
+  monotonic?: MonotonicNow;
+  logger?: IdGenLogger;
+  /** Run renewals on timers (default true). Tests may drive `renew()` themselves. */
+  autoRenew?: boolean;
+}
+
+/** `UP` renewed fine · `DOWN` last renewal failed (still usable until the stop deadline) · `LOST` stopped · `REVERTED` released. */
+export type LeaseStatus = "UP" | "DOWN" | "LOST" | "REVERTED";
+
+/** Everything a health indicator or metrics collector needs, as plain data. Times are epoch ms. */
+export interface LeaseState {
+  namespace: string;
+  instanceId: string;
+  machineId: number;
+  distributor: string;
+  status: LeaseStatus;
+  lost: boolean;
+  distributedAt: number;
+  /** Last successful renewal (or the distribution, before the first renewal). */
+  lastRenewalAt: number;
+  /** `"<ErrorName>: <message>"` of the last failed renewal, null after a success. */
+  lastError: string | null;
+  /** When the last failed renewal was attempted, null after a success. */
+  failedAt: number | null;
+  /** When generators stop unless a renewal succeeds first: `lastRenewalAt + T − min(10 s, T/10)`. */
+  stopDeadline: number;
+  consecutiveFailures: number;
+  renewals: { success: number; failure: number; lost: number };
+  safeGuardMs: number;
+}
+
+/** `T − min(10 s, T/10)`: how long generation may go on without a successful renewal. */
+export function stopAfterMs(safeGuardMs: number): number {
+  return safeGuardMs - Math.min(10_000, safeGuardMs / 10);
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/**
+ * A machine id held under lease, with its guarder. Implements {@link MachineIdSource} for generators:
+ * `assertUsable()` throws `MachineIdLostException` once the lease is lost, and it stays lost until
+ * `redistribute()`.
+ */
+export class MachineLease implements MachineIdSource {
+  machineId = -1;
+  version = 0;
+  private readonly o: Required<Omit<MachineLeaseOptions, "retryDelayMs">> & { retryDelayMs: number };
+  private readonly stopAfter: number;
+  private status: LeaseStatus = "UP";
+  private distributedAt = 0;
+  private lastRenewalAt = 0;
+  /** Monotonic time at which the last successful request was *sent*; the stop rule counts from here. */
+  private lastRenewalMono = 0;
+  private lastError: string | null = null;
+  private failedAt: number | null = null;
+  private consecutiveFailures = 0;
+  private readonly renewals = { success: 0, failure: 0, lost: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private renewing: Promise<void> | undefined;
+
+  private constructor(opts: MachineLeaseOptions) {
+    const delayMs = opts.delayMs ?? 60_000;
+    this.o = {
+      initialDelayMs: 60_000,
+      safeGuardMs: 300_000,
+      brokenThresholdMs: 500,
+      clock: systemClock,
+      monotonic: monotonicNow,
+      logger: defaultIdGenLogger(),
+      autoRenew: true,
+      ...opts,
+      delayMs,
+      retryDelayMs: opts.retryDelayMs ?? Math.min(delayMs, 10_000),
+    } as typeof this.o;
+    this.stopAfter = stopAfterMs(this.o.safeGuardMs);
+  }
+
+  /** Distributes a machine id (waiting out a previous owner's later clock) and starts the guarder. */
+  static async acquire(opts: MachineLeaseOptions): Promise<MachineLease> {
+    const lease = new MachineLease(opts);
+    await lease.distribute();
+    lease.schedule(lease.o.initialDelayMs);
+    return lease;
+  }
+
+  get namespace(): string {
+    return this.o.namespace;
+  }
+
+  get instanceId(): string {
+    return this.o.instanceId;
+  }
+
+  assertUsable(): void {
+    if (this.status === "LOST" || this.status === "REVERTED") throw this.lostError();
+    if (this.o.monotonic() - this.lastRenewalMono >= this.stopAfter) {
+      this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
+      throw this.lostError();
+    }
+  }
+
+  /** Plain, current state (also flips to LOST when the stop deadline has passed). */
+  state(): LeaseState {
+    if (this.status === "UP" || this.status === "DOWN") {
+      try {
+        this.assertUsable();
+      } catch {
+        // state reflects the loss; callers of state() never get the exception
+      }
+    }
+    return {
+      namespace: this.o.namespace,
+      instanceId: this.o.instanceId,
+      machineId: this.machineId,
+      distributor: this.o.distributor.type,
+      status: this.status,
+      lost: this.status === "LOST",
+      distributedAt: this.distributedAt,
+      lastRenewalAt: this.lastRenewalAt,
+      lastError: this.lastError,
+      failedAt: this.failedAt,
+      stopDeadline: this.lastRenewalAt + this.stopAfter,
+      consecutiveFailures: this.consecutiveFailures,
+      renewals: { ...this.renewals },
+      safeGuardMs: this.o.safeGuardMs,
+    };
+  }
+
+  /** One renewal now. Never throws; the outcome is in `state()`. Concurrent calls share one request. */
+  renew(): Promise<void> {
+    this.renewing ??= this.doRenew().finally(() => (this.renewing = undefined));
+    return this.renewing;
+  }
+
+  /** After a loss: get a (possibly different) machine id and resume renewals. */
+  async redistribute(): Promise<void> {
+    this.clearTimer();
+    await this.distribute();
+    this.schedule(this.o.delayMs);
+  }
+
+  /** Stops renewals and releases the id. Never throws: a failure logs ERROR `Revert machine id of [...] failed`. */
+  async revert(): Promise<void> {
+    this.clearTimer();
+    if (this.status === "REVERTED") return;
+    const wasLost = this.status === "LOST";
+    this.status = "REVERTED";
+    if (wasLost) return; // not ours any more: releasing it could free an id another instance now holds
+    const { namespace, instanceId } = this.o;
+    try {
+      await this.o.distributor.revert({ namespace, instanceId, machineId: this.machineId, now: this.o.clock.now() });
+      this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
+      this.emit("reverted");
+    } catch (err) {
+      this.o.logger.error({ namespace, instanceId, machineId: this.machineId, err }, `Revert machine id of [${instanceId}] failed`);
+      this.emit("revert-failed", err);
+    }
+  }
+
+  private async distribute(): Promise<void> {
+    const { namespace, instanceId, machineBit, safeGuardMs, distributor, clock, logger } = this.o;
+    const sentMono = this.o.monotonic();
+    const st = await distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: clock.now() });
+    if (st.machineId < 0 || st.machineId > 2 ** machineBit - 1) {
+      throw new MachineIdOverflowException(`InstanceId:[${instanceId}] - distribution failed - totalMachineIds:[${2 ** machineBit}] in namespace [${namespace}]`);
+    }
+    const backwards = st.lastTimestamp - clock.now();
+    if (backwards > 0) {
+      // the previous owner of this id used timestamps ahead of our clock: wait, or refuse to start
+      logger.warn({ namespace, instanceId, machineId: st.machineId, backwardsMs: backwards, lastTimestamp: st.lastTimestamp }, "Detected clock backwards");
+      publish(channels.clockBackwards, () => ({ name: `${namespace}:machine`, backwardsMs: backwards, lastTimestamp: st.lastTimestamp, action: backwards > this.o.brokenThresholdMs ? "broken" : "sleep" }));
+      if (backwards > this.o.brokenThresholdMs) {
+        await distributor.revert({ namespace, instanceId, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
+        throw new ClockTooManyBackwardsException(backwards, this.o.brokenThresholdMs, st.lastTimestamp);
+      }
+      await new Promise((r) => setTimeout(r, backwards));
+    }
+    if (st.machineId !== this.machineId) this.version++;
+    this.machineId = st.machineId;
+    this.status = "UP";
+    this.distributedAt = this.lastRenewalAt = clock.now();
+    this.lastRenewalMono = sentMono;
+    this.lastError = null;
+    this.failedAt = null;
+    this.consecutiveFailures = 0;
+    logger.debug({ namespace, instanceId, machineId: st.machineId, lastTimestamp: st.lastTimestamp, distributor: distributor.type }, "Distributed machine id");
+    this.emit("distributed");
+  }
+
+  private async doRenew(): Promise<void> {
+    if (this.status === "LOST" || this.status === "REVERTED") return;
+    const { namespace, instanceId, clock, logger } = this.o;
+    const sentMono = this.o.monotonic();
+    const attemptAt = clock.now();
+    try {
+      const ours = await this.o.distributor.guard({ namespace, instanceId, machineId: this.machineId, now: attemptAt });
+      if (this.status !== "UP" && this.status !== "DOWN") return; // reverted meanwhile
+      if (!ours) {
+        this.renewals.lost++;
+        const err = this.lostError();
+        this.recordFailure(attemptAt, err);
+        this.markLost("the store no longer holds this lease (recycled, reverted or lost)");
+        return;
+      }
+      if (this.o.monotonic() - this.lastRenewalMono >= this.stopAfter) {
+        // too late: generators already stopped; a stopped lease stays lost until redistribute()
+        this.assertUsableQuietly();
+        return;
+      }
+      this.renewals.success++;
+      this.status = "UP";
+      this.lastRenewalAt = attemptAt;
+      this.lastRenewalMono = sentMono;
+      this.lastError = null;
+      this.failedAt = null;
+      this.consecutiveFailures = 0;
+      logger.debug({ namespace, instanceId, machineId: this.machineId }, "Renewed machine id");
+      this.emit("renewed");
+    } catch (err) {
+      this.renewals.failure++;
+      this.recordFailure(attemptAt, err);
+      this.assertUsableQuietly();
+    } finally {
+      if (this.status === "UP") this.schedule(this.o.delayMs);
+      else if (this.status === "DOWN") this.schedule(this.o.retryDelayMs);
+    }
+  }
+
+  private recordFailure(at: number, err: unknown): void {
+    const { namespace, instanceId } = this.o;
+    this.status = "DOWN";
+    this.lastError = errorText(err);
+    this.failedAt = at;
+    this.consecutiveFailures++;
+    this.o.logger.error({ namespace, instanceId, machineId: this.machineId, err }, "Guard Failed");
+    this.emit("failed", err);
+  }
+
+  private assertUsableQuietly(): void {
+    try {
+      this.assertUsable();
+    } catch {
+      // the loss is recorded in status
+    }
+  }
+
+  private markLost(reason: string): void {
+    if (this.status === "LOST") return;
+    this.status = "LOST";
+    this.lastError ??= `MachineIdLostException: ${reason}`;
+    this.failedAt ??= this.o.clock.now();
+    this.clearTimer();
+    this.o.logger.error({ namespace: this.o.namespace, instanceId: this.o.instanceId, machineId: this.machineId, reason }, "Machine id lost; Snowflake generators stopped");
+    this.emit("lost", reason);
+  }
+
+  private lostError(): MachineIdLostException {
+    return new MachineIdLostException(
+      `The machine id [${this.machineId}] bound to the instance [${this.o.instanceId}]@[${this.o.namespace}] has been lost`,
+    );
+  }
+
+  private schedule(ms: number): void {
+    this.clearTimer();
+    if (!this.o.autoRenew) return;
+    this.timer = setTimeout(() => void this.renew(), ms);
+    this.timer.unref(); // a lease must not keep the process alive
+  }
+
+  private clearTimer(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private emit(event: string, error?: unknown): void {
+    publish(channels.guard, () => ({
+      namespace: this.o.namespace,
+      instanceId: this.o.instanceId,
+      machineId: this.machineId,
+      event,
+      error: error === undefined ? undefined : errorText(error),
+      at: this.o.clock.now(),
+    }));
+  }
+}

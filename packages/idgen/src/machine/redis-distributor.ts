@@ -1,0 +1,33 @@
+import { runScript, type RedisClient } from "../redis-script.js";
+import type { DistributeRequest, LeaseRequest, MachineIdDistributor, MachineState } from "./distributor.js";
+import { distributeScript, guardScript, revertScript } from "./redis-scripts.js";
+
+/** Key names of a namespace's lease set; one function so the hash-tag rule lives in one place. */
+export function machineKeys(namespace: string): { itcIdx: string; adder: string; revert: string } {
+  const tag = `{${namespace}}`;
+  return { itcIdx: `idgen:${tag}:itc_idx`, adder: `idgen:${tag}:adder`, revert: `idgen:${tag}:revert` };
+}
+
+/**
+ * Machine-id leases in Redis (standalone or Cluster): distribute (self → released → new → recycle stale),
+ * guard (renew if still ours), revert (release for reuse, keeping the last timestamp).
+ */
+export function redisMachineIdDistributor(client: RedisClient): MachineIdDistributor {
+  return {
+    type: "redis",
+    async distribute(req: DistributeRequest): Promise<MachineState> {
+      const k = machineKeys(req.namespace);
+      const maxId = 2 ** req.machineBit - 1;
+      const r = (await runScript(client, distributeScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, maxId, req.safeGuardMs, req.now])) as [number, number];
+      return { machineId: Number(r[0]), lastTimestamp: Number(r[1]) };
+    },
+    async guard(req: LeaseRequest): Promise<boolean> {
+      const k = machineKeys(req.namespace);
+      return Number(await runScript(client, guardScript, [k.itcIdx], [req.instanceId, req.machineId, req.now])) === 1;
+    },
+    async revert(req: LeaseRequest): Promise<void> {
+      const k = machineKeys(req.namespace);
+      await runScript(client, revertScript, [k.itcIdx, k.revert], [req.instanceId, req.machineId, req.now]);
+    },
+  };
+}

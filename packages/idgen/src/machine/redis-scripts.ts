@@ -1,0 +1,108 @@
+import { defineScript } from "../redis-script.js";
+
+/*
+ * Machine-id lease scripts. Keys (all declared in KEYS, all tagged `{<namespace>}` so one slot holds them):
+ *   itc_idx  HASH  instanceId -> "machineId|leaseAt|lastStamp"
+ *   adder    STRING the highest machine id ever handed out
+ *   revert   HASH  machineId -> lastStamp (released ids, with the time the next owner must not go below)
+ *
+ * Two clocks on purpose:
+ * - `leaseAt` (renewal time, compared for recycling) comes from Redis `TIME`. Every claimant then compares
+ *   against the same clock, so a host whose clock runs fast cannot recycle a live lease early. Our own stop
+ *   rule is measured locally on a monotonic clock from *before* the successful request was sent, so it always
+ *   fires at or before the store-side expiry (minus the margin), whatever the skew.
+ * - `lastStamp` is the owner's *generation* clock (passed in ARGV). It protects the next owner of the id
+ *   against issuing timestamps the previous owner already used, which is a property of the hosts' clocks.
+ * Scripts that call TIME are fine since Redis 5 (effect replication).
+ */
+
+const COMMON = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function parse(v)
+  local a, b, c = string.match(v, '^(%-?%d+)|(%-?%d+)|(%-?%d+)$')
+  return tonumber(a), tonumber(b), tonumber(c)
+end
+`;
+
+/** KEYS itc_idx, adder, revert; ARGV instanceId, maxMachineId, safeGuardMs, callerNow → {machineId, lastStamp} or {-1,-1}. */
+export const distributeScript = defineScript(
+  "idgen_machine_distribute",
+  3,
+  `${COMMON}
+local instance = ARGV[1]
+local maxId = tonumber(ARGV[2])
+local safeGuard = tonumber(ARGV[3])
+local callerNow = tonumber(ARGV[4])
+local function hold(id, stamp)
+  redis.call('HSET', KEYS[1], instance, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
+  return {id, stamp}
+end
+-- 1. self: this instance already holds an id (restart with the same instance id)
+local own = redis.call('HGET', KEYS[1], instance)
+if own then
+  local id, _, stamp = parse(own)
+  return hold(id, stamp)
+end
+-- 2. a released id, lowest first
+local pool = redis.call('HGETALL', KEYS[3])
+local best, bestStamp
+for i = 1, #pool, 2 do
+  local id = tonumber(pool[i])
+  if id <= maxId and (best == nil or id < best) then best = id; bestStamp = tonumber(pool[i + 1]) end
+end
+if best then
+  redis.call('HDEL', KEYS[3], tostring(best))
+  return hold(best, bestStamp)
+end
+-- 3. a never-used id
+local adder = tonumber(redis.call('GET', KEYS[2]) or '-1')
+if adder < maxId then
+  redis.call('SET', KEYS[2], adder + 1)
+  return hold(adder + 1, 0)
+end
+-- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock)
+local all = redis.call('HGETALL', KEYS[1])
+local staleField, staleId, staleAt, staleStamp
+for i = 1, #all, 2 do
+  local id, leaseAt, stamp = parse(all[i + 1])
+  if id <= maxId and leaseAt <= now - safeGuard and (staleAt == nil or leaseAt < staleAt) then
+    staleField = all[i]; staleId = id; staleAt = leaseAt; staleStamp = stamp
+  end
+end
+if staleField then
+  redis.call('HDEL', KEYS[1], staleField)
+  return hold(staleId, staleStamp)
+end
+return {-1, -1}
+`,
+);
+
+/** KEYS itc_idx; ARGV instanceId, machineId, callerNow → 1 renewed, 0 lost (entry gone or another id). */
+export const guardScript = defineScript(
+  "idgen_machine_guard",
+  1,
+  `${COMMON}
+local own = redis.call('HGET', KEYS[1], ARGV[1])
+if not own then return 0 end
+local id, _, stamp = parse(own)
+if id ~= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
+return 1
+`,
+);
+
+/** KEYS itc_idx, revert; ARGV instanceId, machineId, callerNow → 1 released, 0 nothing of ours to release. */
+export const revertScript = defineScript(
+  "idgen_machine_revert",
+  2,
+  `${COMMON}
+local own = redis.call('HGET', KEYS[1], ARGV[1])
+if not own then return 0 end
+local id, _, stamp = parse(own)
+if id ~= tonumber(ARGV[2]) then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], id, math.max(stamp, tonumber(ARGV[3])))
+return 1
+`,
+);

@@ -1,0 +1,110 @@
+import { channels, publish } from "./channels.js";
+import type { Clock } from "./clock.js";
+import { ClockBackwardsException, ClockStalledError, ClockTooManyBackwardsException } from "./errors.js";
+import type { IdGenLogger } from "./logger.js";
+
+export interface SequencerOptions {
+  /** Generator name, used in logs and events. */
+  name: string;
+  clock: Clock;
+  logger: IdGenLogger;
+  sequenceBit: number;
+  /** Reset the sequence on a new tick only at or above this value (default `2^(sequenceBit−1) − 1`). */
+  sequenceResetThreshold?: number;
+  /** Clock backwards by at most this many ms is waited out with a busy spin (default 1 ms). */
+  spinThresholdMs?: number;
+  /** Clock backwards by more than this is treated as broken, even by the async path (default 500 ms). */
+  brokenThresholdMs?: number;
+}
+
+/** Real time a synchronous spin may take before we give up; keeps the event loop responsive. */
+const MAX_SPIN_MS = 5;
+
+/**
+ * The per-tick sequence shared by Snowflake and composite generators.
+ *
+ * Policy (as CosId): the sequence is *not* reset on every new millisecond, only when the tick advanced and
+ * the sequence reached half its range; the low bits keep cycling under light load, so `id % n` sharding stays
+ * even. When the sequence wraps inside one tick we spin to the next tick (≤ 1 ms).
+ */
+export class TickSequencer {
+  lastTimestamp = -1;
+  sequence = 0;
+  clockBackwardsCount = 0;
+  readonly maxSequence: number;
+  readonly resetThreshold: number;
+  readonly spinThresholdMs: number;
+  readonly brokenThresholdMs: number;
+  private warnedFor = -1;
+
+  constructor(private readonly opts: SequencerOptions) {
+    this.maxSequence = 2 ** opts.sequenceBit - 1;
+    this.resetThreshold = opts.sequenceResetThreshold ?? 2 ** (opts.sequenceBit - 1) - 1;
+    this.spinThresholdMs = opts.spinThresholdMs ?? 1;
+    this.brokenThresholdMs = opts.brokenThresholdMs ?? 500;
+  }
+
+  /** Advances and returns the sequence; `lastTimestamp` is then the tick the id belongs to. */
+  next(): number {
+    let now = this.opts.clock.now();
+    const last = this.lastTimestamp;
+    if (now < last) now = this.waitBackwardsSync(now);
+    if (now > last && this.sequence >= this.resetThreshold) this.sequence = 0;
+    const seq = (this.sequence + 1) & this.maxSequence;
+    this.sequence = seq;
+    if (seq === 0 && now <= last) now = this.spinPast(last);
+    this.lastTimestamp = now;
+    return seq;
+  }
+
+  /** As {@link next}, but waits out a backwards clock (up to the broken threshold) without blocking. */
+  async nextAsync(): Promise<number> {
+    for (;;) {
+      try {
+        return this.next();
+      } catch (err) {
+        if (!(err instanceof ClockBackwardsException)) throw err;
+        publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: err.backwardsMs, lastTimestamp: this.lastTimestamp, action: "sleep" }));
+        await new Promise((r) => setTimeout(r, err.backwardsMs));
+      }
+    }
+  }
+
+  private waitBackwardsSync(now: number): number {
+    const last = this.lastTimestamp;
+    const backwards = last - now;
+    this.clockBackwardsCount++;
+    if (this.warnedFor !== last) {
+      // one WARN per episode, not per caller retrying during it
+      this.warnedFor = last;
+      this.opts.logger.warn({ generator: this.opts.name, backwardsMs: backwards, lastTimestamp: last }, "Detected clock backwards");
+    }
+    if (backwards > this.brokenThresholdMs) {
+      publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: backwards, lastTimestamp: last, action: "broken" }));
+      throw new ClockTooManyBackwardsException(backwards, this.brokenThresholdMs, last);
+    }
+    if (backwards > this.spinThresholdMs) {
+      publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: backwards, lastTimestamp: last, action: "refused" }));
+      throw new ClockBackwardsException(backwards, last);
+    }
+    publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: backwards, lastTimestamp: last, action: "spin" }));
+    const caughtUp = this.spinUntil(last - 1);
+    if (caughtUp < last) throw new ClockBackwardsException(last - caughtUp, last);
+    return caughtUp;
+  }
+
+  /** Busy-waits until the clock shows a tick after `last`. */
+  private spinPast(last: number): number {
+    const now = this.spinUntil(last);
+    if (now <= last) throw new ClockStalledError(`Clock did not advance past ${last} within ${MAX_SPIN_MS} ms; generator [${this.opts.name}] cannot issue more ids in this tick`);
+    return now;
+  }
+
+  private spinUntil(last: number): number {
+    const clock = this.opts.clock;
+    const giveUpAt = performance.now() + MAX_SPIN_MS;
+    let now = clock.now();
+    while (now <= last && performance.now() < giveUpAt) now = clock.now();
+    return now;
+  }
+}

@@ -1,0 +1,125 @@
+import { parseDuration } from "./duration.js";
+import { InvalidSettingError } from "./errors.js";
+import { IDGEN_EPOCH } from "./layout.js";
+
+export type ConverterType = "radix62" | "radix36" | "to-string" | "friendly";
+
+/** Resolved configuration of the library (what `startIdGen` takes). Durations in ms. */
+export interface IdGenConfig {
+  namespace: string;
+  machine: {
+    enabled: boolean;
+    /** `undefined` = automatic: `redis` when a Redis client is given, else `manual`. */
+    distributorType: "redis" | "manual" | undefined;
+    machineId: number;
+    machineBit: number;
+    instanceId: string | undefined;
+    port: number | undefined;
+    guarder: { enabled: boolean; initialDelayMs: number; delayMs: number; retryDelayMs: number; safeGuardMs: number };
+    clockBackwards: { spinThresholdMs: number; brokenThresholdMs: number };
+  };
+  snowflake: { enabled: boolean; safeJavascript: boolean; epoch: number; timestampBit: number; sequenceBit: number; converter: ConverterType; prefix: string; suffix: string };
+  generator: { enabled: boolean };
+  segment: { enabled: boolean; distributorType: "redis" | "memory" | undefined; providers: string[]; step: number; safeDistance: number; prefetchPeriodMs: number; converter: ConverterType };
+  /** Which generator is registered as `__share__`. */
+  share: "snowflake" | "segment";
+}
+
+type Settings = Record<string, string | undefined>;
+
+function str(s: Settings, key: string, def: string): string {
+  const v = s[key]?.trim();
+  return v === undefined || v === "" ? def : v;
+}
+
+function bool(s: Settings, key: string, def: boolean): boolean {
+  const v = str(s, key, String(def)).toLowerCase();
+  if (v === "true") return true;
+  if (v === "false") return false;
+  throw new InvalidSettingError(key, `"${s[key]}" is not true or false`);
+}
+
+function int(s: Settings, key: string, def: number, min: number, max: number): number {
+  const raw = str(s, key, String(def));
+  const n = Number(raw);
+  if (!/^-?\d+$/.test(raw) || !Number.isSafeInteger(n) || n < min || n > max) throw new InvalidSettingError(key, `"${raw}" is not an integer in ${min}..${max}`);
+  return n;
+}
+
+function duration(s: Settings, key: string, def: string): number {
+  const ms = parseDuration(str(s, key, def), key);
+  if (ms <= 0) throw new InvalidSettingError(key, `"${s[key]}" must be positive`);
+  return ms;
+}
+
+function oneOf<T extends string>(s: Settings, key: string, allowed: readonly T[], def: T | undefined): T | undefined {
+  const v = s[key]?.trim().toLowerCase();
+  if (v === undefined || v === "") return def;
+  if (!(allowed as readonly string[]).includes(v)) throw new InvalidSettingError(key, `"${s[key]}" is not one of ${allowed.join(", ")}`);
+  return v as T;
+}
+
+const CONVERTERS = ["radix62", "radix36", "to-string", "friendly"] as const;
+
+/**
+ * Reads the `idgen.*` settings from a flat map of dotted names (YAML or environment already flattened) and
+ * applies the defaults of contract §9. Throws `InvalidSettingError` naming the setting on a bad value.
+ */
+export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
+  const s = settings;
+  const safeJavascript = bool(s, "idgen.snowflake.safe-javascript", false);
+  const delayMs = duration(s, "idgen.machine.guarder.delay", "1m");
+  const safeGuardMs = duration(s, "idgen.machine.guarder.safe-guard-duration", "5m");
+  const machineBit = int(s, "idgen.machine.machine-bit", safeJavascript ? 3 : 10, 1, 20);
+  const config: IdGenConfig = {
+    namespace: str(s, "idgen.namespace", "idgen"),
+    machine: {
+      enabled: bool(s, "idgen.machine.enabled", true),
+      distributorType: oneOf(s, "idgen.machine.distributor.type", ["redis", "manual"] as const, undefined),
+      machineId: int(s, "idgen.machine.machine-id", 0, 0, 2 ** machineBit - 1),
+      machineBit,
+      instanceId: s["idgen.machine.instance-id"]?.trim() || undefined,
+      port: s["idgen.machine.port"] ? int(s, "idgen.machine.port", 0, 0, 65535) : undefined,
+      guarder: {
+        enabled: bool(s, "idgen.machine.guarder.enabled", true),
+        initialDelayMs: duration(s, "idgen.machine.guarder.initial-delay", "1m"),
+        delayMs,
+        retryDelayMs: duration(s, "idgen.machine.guarder.retry-delay", `${Math.min(delayMs, 10_000)}ms`),
+        safeGuardMs,
+      },
+      clockBackwards: {
+        spinThresholdMs: duration(s, "idgen.machine.clock-backwards.spin-threshold", "1ms"),
+        brokenThresholdMs: duration(s, "idgen.machine.clock-backwards.broken-threshold", "500ms"),
+      },
+    },
+    snowflake: {
+      enabled: bool(s, "idgen.snowflake.enabled", true),
+      safeJavascript,
+      epoch: int(s, "idgen.snowflake.epoch", IDGEN_EPOCH, 0, Number.MAX_SAFE_INTEGER),
+      timestampBit: int(s, "idgen.snowflake.timestamp-bit", 41, 1, 62),
+      sequenceBit: int(s, "idgen.snowflake.sequence-bit", safeJavascript ? 9 : 12, 1, 22),
+      converter: oneOf(s, "idgen.snowflake.converter", CONVERTERS, "radix62")!,
+      prefix: str(s, "idgen.snowflake.prefix", ""),
+      suffix: str(s, "idgen.snowflake.suffix", ""),
+    },
+    generator: { enabled: bool(s, "idgen.generator.enabled", true) },
+    segment: {
+      enabled: bool(s, "idgen.segment.enabled", false),
+      distributorType: oneOf(s, "idgen.segment.distributor.type", ["redis", "memory"] as const, undefined),
+      providers: str(s, "idgen.segment.providers", "").split(",").map((p) => p.trim()).filter(Boolean),
+      step: int(s, "idgen.segment.step", 10, 1, 1_000_000_000),
+      safeDistance: int(s, "idgen.segment.chain.safe-distance", 2, 1, 1_000_000),
+      prefetchPeriodMs: duration(s, "idgen.segment.chain.prefetch-period", "1s"),
+      converter: oneOf(s, "idgen.segment.converter", CONVERTERS, "radix62")!,
+    },
+    share: oneOf(s, "idgen.share", ["snowflake", "segment"] as const, "snowflake")!,
+  };
+  const bits = config.snowflake.timestampBit + machineBit + config.snowflake.sequenceBit;
+  if (bits > (safeJavascript ? 53 : 63)) {
+    throw new InvalidSettingError("idgen.snowflake.timestamp-bit", `timestamp + machine + sequence bits = ${bits}, more than ${safeJavascript ? 53 : 63}`);
+  }
+  if (config.machine.guarder.delayMs >= safeGuardMs) {
+    throw new InvalidSettingError("idgen.machine.guarder.delay", `must be shorter than idgen.machine.guarder.safe-guard-duration (${safeGuardMs} ms)`);
+  }
+  return config;
+}
