@@ -1,1 +1,5 @@
-export {};
+export { buildGateway, type GatewayOptions } from "./app.js";
+export { gatewaySettings } from "./settings.js";
+export { inProcessTransport, remoteTransport } from "./transports.js";
+export { toRestError, codeName } from "./errors.js";
+export { restRoutesOf, type RestRoute } from "./transcode/rest-routes.js";

@@ -28,7 +28,7 @@ export interface ConnectServer {
  * Node cannot serve both on one plaintext socket by itself, so the first bytes are sniffed: the HTTP/2
  * connection preface starts with "PRI"; anything else is HTTP/1.1.
  */
-function dualProtocolServer(handler: http.RequestListener): http.Server {
+export function dualProtocolServer(handler: http.RequestListener): http.Server {
   const h1 = http.createServer(handler);
   const h2 = http2.createServer(handler as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
   const h1Listeners = h1.listeners("connection") as ((s: Socket) => void)[];

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { Readable } from "node:stream";
 import JSZip from "jszip";
 import type { ConfigLimits } from "./settings.js";
 
@@ -90,5 +91,6 @@ export async function* writeExportArchive(configs: { configId: string; data: str
   const zip = new JSZip();
   for (const c of configs) zip.file(c.configId, c.data, { date: FIXED_DATE, createFolders: false });
   const stream = zip.generateNodeStream({ type: "nodebuffer", streamFiles: true, compression: "DEFLATE", compressionOptions: { level: 6 } });
-  for await (const chunk of stream) yield chunk as Buffer;
+  // JSZip hands back an old-style stream; wrap it to get async iteration with back-pressure.
+  for await (const chunk of new Readable().wrap(stream)) yield chunk as Buffer;
 }

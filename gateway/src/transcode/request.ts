@@ -1,0 +1,131 @@
+import { create, fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { FastifyRequest } from "fastify";
+import type { RestRoute } from "./rest-routes.js";
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A path or query string → the field's scalar value, or a 400 that says what was expected. */
+function scalarFromText(field: DescField, text: string): unknown {
+  if (field.fieldKind !== "scalar") throw invalid(`${field.jsonName} cannot be given in the path or query`);
+  switch (field.scalar) {
+    case ScalarType.STRING:
+      return text;
+    case ScalarType.BOOL:
+      if (text === "true" || text === "false") return text === "true";
+      throw invalid(`${field.jsonName} must be true or false, not "${text}"`);
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32: {
+      const n = /^-?\d{1,10}$/.test(text) ? Number(text) : NaN;
+      if (!Number.isInteger(n) || n > 2147483647 || n < -2147483648) throw invalid(`${field.jsonName} must be a whole number, not "${text}"`);
+      return n;
+    }
+    case ScalarType.INT64:
+    case ScalarType.SINT64:
+    case ScalarType.SFIXED64:
+    case ScalarType.UINT64:
+    case ScalarType.FIXED64:
+      if (!/^-?\d{1,19}$/.test(text)) throw invalid(`${field.jsonName} must be a whole number, not "${text}"`);
+      return BigInt(text);
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT: {
+      const n = Number(text);
+      if (text.trim() === "" || Number.isNaN(n)) throw invalid(`${field.jsonName} must be a number, not "${text}"`);
+      return n;
+    }
+    default:
+      throw invalid(`${field.jsonName} cannot be given in the path or query`);
+  }
+}
+
+function fieldByName(schema: DescMessage, name: string): DescField | undefined {
+  return schema.fields.find((f) => f.jsonName === name || f.name === name);
+}
+
+/** The raw body as text for a string body field; a JSON string body (Content-Type: application/json) is unwrapped. */
+function textBody(req: FastifyRequest, field: DescField): string {
+  const raw = req.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) {
+    throw invalid(`the request body is the ${field.jsonName}: send it as the raw body (any content type)`);
+  }
+  let text: string;
+  try {
+    text = utf8.decode(raw);
+  } catch {
+    throw invalid(`the request body must be UTF-8 text`);
+  }
+  if (/^application\/(.+\+)?json\b/i.test(req.headers["content-type"] ?? "") && text.trimStart().startsWith('"')) {
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (typeof parsed === "string") return parsed;
+    } catch {
+      // not a JSON string after all: the content is the text as sent
+    }
+  }
+  return text;
+}
+
+function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
+  const raw = req.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return create(schema);
+  let json: JsonValue;
+  try {
+    json = JSON.parse(raw.toString("utf8")) as JsonValue;
+  } catch (err) {
+    throw invalid(`the request body is not valid JSON (${(err as Error).message})`);
+  }
+  try {
+    return fromJson(schema, json);
+  } catch (err) {
+    throw invalid(`the request body does not match ${schema.name}: ${(err as Error).message}`);
+  }
+}
+
+/** multipart/form-data: file parts fill bytes fields, text parts fill scalar fields, both by their JSON or proto name. */
+async function multipartBody(req: FastifyRequest, schema: DescMessage, init: Record<string, unknown>): Promise<void> {
+  for await (const part of req.parts()) {
+    const field = fieldByName(schema, part.fieldname);
+    if (!field) {
+      if (part.type === "file") await part.toBuffer(); // drain it; unknown parts are ignored
+      continue;
+    }
+    if (part.type === "file") {
+      if (field.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) throw invalid(`form part ${part.fieldname} must be a text field, not a file`);
+      init[field.localName] = await part.toBuffer();
+    } else {
+      init[field.localName] = field.fieldKind === "scalar" && field.scalar === ScalarType.BYTES ? Buffer.from(String(part.value)) : scalarFromText(field, String(part.value));
+    }
+  }
+}
+
+/** Path variables, then the body as the rule says, then query parameters for the remaining scalar fields. */
+export async function buildRequest(route: RestRoute, req: FastifyRequest): Promise<Message> {
+  const schema = route.method.input;
+  const params = req.params as Record<string, string>;
+  const init: Record<string, unknown> = {};
+  const bound = new Set<DescField>(route.pathFields);
+  let base: Message | undefined;
+
+  if (route.body === "*") {
+    if (req.isMultipart()) await multipartBody(req, schema, init);
+    else base = jsonBody(req, schema);
+  } else if (route.body) {
+    init[route.body.localName] = textBody(req, route.body);
+    bound.add(route.body);
+  }
+  const query = req.query as Record<string, string | string[]>;
+  for (const [key, value] of Object.entries(query)) {
+    const field = fieldByName(schema, key);
+    if (!field || bound.has(field) || init[field.localName] !== undefined) continue; // unknown parameters are ignored
+    init[field.localName] = scalarFromText(field, Array.isArray(value) ? value[value.length - 1] : value);
+  }
+  for (const field of route.pathFields) init[field.localName] = scalarFromText(field, params[field.name]);
+
+  const msg = base ?? create(schema);
+  Object.assign(msg, init);
+  return msg;
+}

@@ -1,0 +1,67 @@
+import { toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import type { FastifyReply } from "fastify";
+import { toRestError } from "../errors.js";
+import type { RestRoute } from "./rest-routes.js";
+
+const JSON_OPTIONS = { alwaysEmitImplicit: true } as const;
+
+/** The JSON the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
+export function responseJson(route: RestRoute, msg: Message): unknown {
+  const json = toJson(route.method.output, msg, JSON_OPTIONS) as Record<string, unknown>;
+  return route.responseField ? (json[route.responseField.jsonName] ?? null) : json;
+}
+
+/** A response field of type google.api.HttpBody is sent as raw bytes (the ZIP export). */
+export function isHttpBody(field: DescField | undefined): boolean {
+  return field?.fieldKind === "message" && field.message.typeName === "google.api.HttpBody";
+}
+
+interface HttpBodyChunk {
+  contentType: string;
+  data: Uint8Array;
+}
+
+/** Streams raw HttpBody chunks; headers come from the first message (content type, `fileName` → attachment). */
+export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, stream: AsyncIterable<Message>): Promise<void> {
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next(); // errors before the first chunk still become a proper JSON error response
+  const field = route.responseField!;
+  const pick = (m: Message) => (m as unknown as Record<string, HttpBodyChunk | undefined>)[field.localName];
+  const head = first.done ? undefined : first.value;
+  const fileName = head ? (head as unknown as Record<string, unknown>).fileName : undefined;
+  reply.raw.statusCode = 200;
+  reply.raw.setHeader("Content-Type", (head && pick(head)?.contentType) || "application/octet-stream");
+  if (typeof fileName === "string" && fileName) {
+    reply.raw.setHeader("Content-Disposition", `attachment; filename="${fileName.replace(/["\\\r\n]/g, "_")}"; filename*=UTF-8''${encodeURIComponent(fileName)}`);
+  }
+  reply.hijack();
+  const res = reply.raw;
+  try {
+    if (head) res.write(pick(head)?.data ?? new Uint8Array());
+    for (let next = await it.next(); !next.done; next = await it.next()) {
+      const data = pick(next.value)?.data;
+      if (data?.length && !res.write(data)) await new Promise((r) => res.once("drain", r));
+    }
+    res.end();
+  } catch (err) {
+    reply.log.error({ err }, "stream failed after the response started");
+    res.destroy(err as Error); // the client sees a truncated transfer, never a corrupt "complete" archive
+  }
+}
+
+/** Any other server stream is offered as Server-Sent Events: one `data: <json>` event per message. */
+export async function sendEventStream(route: RestRoute, reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage): Promise<void> {
+  reply.hijack();
+  const res = reply.raw;
+  res.writeHead(200, { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+  res.write(": connected\n\n");
+  try {
+    for await (const msg of stream) {
+      res.write(`data: ${JSON.stringify(toJson(output, msg, JSON_OPTIONS))}\n\n`);
+    }
+  } catch (err) {
+    const rest = toRestError(err);
+    if (rest.body.code !== "canceled") res.write(`event: error\ndata: ${JSON.stringify(rest.body)}\n\n`);
+  }
+  res.end();
+}
