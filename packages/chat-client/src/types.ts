@@ -108,6 +108,7 @@ export type ChatStream = ReadableStream<ChatStreamEvent> & AsyncIterable<ChatStr
  */
 export type CompletionResult<T extends ChatRequest> = T extends { stream: true }
   ? ChatStream
-  : T extends { stream?: false | undefined }
+  : // `model` keeps the target from being a "weak" all-optional type, which a request without `stream` would fail.
+    T extends { stream?: false | undefined; model: string }
     ? ChatResponse
     : ChatStream | ChatResponse;

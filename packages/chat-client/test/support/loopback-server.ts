@@ -7,6 +7,8 @@ export interface RecordedRequest {
   url: string;
   headers: IncomingMessage["headers"];
   body: string;
+  /** Resolves when the server sees this request's socket close. */
+  socketClosed: Promise<void>;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, body: string) => void;
@@ -16,23 +18,20 @@ export interface LoopbackServer {
   origin: string;
   requests: RecordedRequest[];
   handle(handler: Handler): void;
-  /** Resolves when the server saw the socket of the n-th request (0-based) close. */
-  socketClosed(n: number): Promise<void>;
   close(): Promise<void>;
 }
 
 export async function startLoopbackServer(): Promise<LoopbackServer> {
   const requests: RecordedRequest[] = [];
-  const closes: Promise<void>[] = [];
   const sockets = new Set<Socket>();
   let handler: Handler = (_req, res) => res.writeHead(500).end("no handler");
   const server = createServer((req, res) => {
-    closes.push(new Promise((resolve) => req.socket.once("close", () => resolve())));
+    const socketClosed = new Promise<void>((resolve) => req.socket.once("close", () => resolve()));
     const parts: Buffer[] = [];
     req.on("data", (c: Buffer) => parts.push(c));
     req.on("end", () => {
       const body = Buffer.concat(parts).toString("utf8");
-      requests.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body });
+      requests.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body, socketClosed });
       handler(req, res, body);
     });
   });
@@ -46,13 +45,17 @@ export async function startLoopbackServer(): Promise<LoopbackServer> {
     origin: `http://127.0.0.1:${port}`,
     requests,
     handle: (h) => (handler = h),
-    socketClosed: (n) => closes[n],
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
   };
+}
+
+/** Rejects after `ms` unless `promise` settled first, so a missing event fails fast instead of hanging. */
+export function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`timed out after ${ms} ms waiting for ${what}`)))]);
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

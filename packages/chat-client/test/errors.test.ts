@@ -1,0 +1,168 @@
+/** Failure paths against the real loopback server: each reaches the caller as a typed error, once, unretried. */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  ChatClient,
+  ChatClientError,
+  ContentTypeError,
+  DecodeError,
+  Fetcher,
+  HttpStatusError,
+  NetworkError,
+  Provider,
+  StreamError,
+  TimeoutError,
+} from "../src/index.js";
+import { readAll } from "./support/byte-streams.js";
+import { chunk, sleep, sse, startLoopbackServer, type LoopbackServer } from "./support/loopback-server.js";
+
+let server: LoopbackServer;
+beforeAll(async () => (server = await startLoopbackServer()));
+afterAll(() => server.close());
+beforeEach(() => (server.requests.length = 0));
+
+const chat = () => new Provider({ baseURL: `${server.origin}/v1`, apiKey: "k" }).chat;
+const request = { model: "m", messages: [{ role: "user", content: "hi" }] };
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected a rejection");
+}
+
+const errorBodies = [
+  { status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error", param: null, code: "invalid_api_key" } } },
+  { status: 429, body: { error: { message: "Rate limit reached for requests", type: "requests", param: null, code: "rate_limit_exceeded" } } },
+  { status: 500, body: { error: { message: "The server had an error while processing your request", type: "server_error", param: null, code: null } } },
+];
+
+describe("HTTP status errors", () => {
+  for (const { status, body } of errorBodies) {
+    for (const stream of [false, true]) {
+      it(`${status} with a JSON body rejects with HttpStatusError in ${stream ? "stream" : "non-stream"} mode, without retrying`, async () => {
+        server.handle((_req, res) => {
+          res.writeHead(status, { "content-type": "application/json", "x-request-id": `req_${status}`, "retry-after": "1" });
+          res.end(JSON.stringify(body));
+        });
+        const error = await rejection(chat().completions({ ...request, stream }));
+        expect(error).toBeInstanceOf(HttpStatusError);
+        expect(error).toBeInstanceOf(ChatClientError);
+        const e = error as HttpStatusError;
+        expect(e.status).toBe(status);
+        expect(e.body).toEqual(body);
+        expect(e.error).toEqual(body.error);
+        expect(e.message).toBe(`${status} ${body.error.message}`);
+        expect(e.requestId).toBe(`req_${status}`);
+        expect(e.headers.get("retry-after")).toBe("1");
+        expect(e.url).toBe(`${server.origin}/v1/chat/completions`);
+        await sleep(20); // a retry would have arrived by now
+        expect(server.requests).toHaveLength(1);
+      });
+    }
+  }
+
+  it("a non-JSON error body is kept as text and the message falls back to the status text", async () => {
+    server.handle((_req, res) => res.writeHead(502, "Bad Gateway", { "content-type": "text/html" }).end("<h1>bad gateway</h1>"));
+    const error = (await rejection(chat().completions(request))) as HttpStatusError;
+    expect(error).toBeInstanceOf(HttpStatusError);
+    expect(error.body).toBe("<h1>bad gateway</h1>");
+    expect(error.error).toBeUndefined();
+    expect(error.message).toBe("502 Bad Gateway");
+  });
+});
+
+describe("decode and content-type errors", () => {
+  it("stream mode with a 200 application/json answer rejects with ContentTypeError carrying the body", async () => {
+    server.handle((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ id: "x", choices: [] })));
+    const error = (await rejection(chat().completions({ ...request, stream: true }))) as ContentTypeError;
+    expect(error).toBeInstanceOf(ContentTypeError);
+    expect(error.contentType).toBe("application/json");
+    expect(error.body).toEqual({ id: "x", choices: [] });
+    expect(error.message).toContain("text/event-stream");
+  });
+
+  it("a non-stream 200 whose body is not JSON rejects with DecodeError", async () => {
+    server.handle((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{not json"));
+    const error = (await rejection(chat().completions(request))) as DecodeError;
+    expect(error).toBeInstanceOf(DecodeError);
+    expect(error.text).toBe("{not json");
+    expect(error.cause).toBeInstanceOf(SyntaxError);
+  });
+
+  it("a mid-stream error frame after a 200 errors the stream with the provider's message", async () => {
+    server.handle((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.end(sse(chunk({ content: "partial" })) + sse({ error: { message: "Model overloaded, try again", type: "server_error" } }));
+    });
+    const outcome = await readAll(await chat().completions({ ...request, stream: true }));
+    expect(outcome.events).toHaveLength(1);
+    expect(outcome.error).toBeInstanceOf(StreamError);
+    expect((outcome.error as StreamError).message).toBe("Model overloaded, try again");
+  });
+});
+
+describe("network and timeout errors", () => {
+  it("connection refused rejects with NetworkError carrying the cause", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    for (const stream of [false, true]) {
+      const error = (await rejection(new Provider({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "k" }).chat.completions({ ...request, stream }))) as NetworkError;
+      expect(error).toBeInstanceOf(NetworkError);
+      expect(error.url).toBe(`http://127.0.0.1:${port}/v1/chat/completions`);
+      expect(error.message).toContain("ECONNREFUSED");
+      expect(error.cause).toBeInstanceOf(TypeError);
+    }
+  });
+
+  it("no response headers within the fetcher's timeout rejects with TimeoutError", async () => {
+    server.handle((_req, res) => void sleep(1000).then(() => res.writeHead(200).end("{}")));
+    const fetcher = new Fetcher({ baseURL: server.origin, timeout: 100 });
+    const started = Date.now();
+    const error = (await rejection(new ChatClient({ fetcher }).completions(request))) as TimeoutError;
+    expect(error).toBeInstanceOf(TimeoutError);
+    expect(error.timeout).toBe(100);
+    expect(error.message).toBe(`Request timed out after 100 ms: POST ${server.origin}/chat/completions`);
+    expect(Date.now() - started).toBeLessThan(900);
+  });
+
+  it("for a JSON result the timeout also covers a body that stalls after the headers", async () => {
+    server.handle((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"id":');
+      void sleep(1000).then(() => res.end('"x"}'));
+    });
+    const fetcher = new Fetcher({ baseURL: server.origin, timeout: 100 });
+    expect(await rejection(new ChatClient({ fetcher }).completions(request))).toBeInstanceOf(TimeoutError);
+  });
+
+  it("a stream does not time out once its headers arrived (the timeout covers the time to the response)", async () => {
+    server.handle(async (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })));
+      await sleep(250);
+      res.end(sse(chunk({ content: "b" })) + sse("[DONE]"));
+    });
+    const fetcher = new Fetcher({ baseURL: server.origin, timeout: 100 });
+    const outcome = await readAll(await new ChatClient({ fetcher }).completions({ ...request, stream: true }));
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.events.map((e) => e.data.choices[0].delta?.content)).toEqual(["a", "b"]);
+  });
+
+  it("a connection cut mid-stream errors the stream with NetworkError (unlike a clean end without [DONE])", async () => {
+    server.handle(async (req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })));
+      await sleep(30);
+      req.socket.destroy();
+    });
+    const outcome = await readAll(await chat().completions({ ...request, stream: true }));
+    expect(outcome.events).toHaveLength(1);
+    expect(outcome.error).toBeInstanceOf(NetworkError);
+  });
+});
