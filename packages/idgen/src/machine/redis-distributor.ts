@@ -23,7 +23,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
     },
     async guard(req: LeaseRequest): Promise<boolean> {
       const k = machineKeys(req.namespace);
-      return Number(await runScript(client, guardScript, [k.itcIdx], [req.instanceId, req.machineId, req.now])) === 1;
+      return Number(await runScript(client, guardScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, req.machineId, req.now])) > 0;
     },
     async revert(req: LeaseRequest): Promise<void> {
       const k = machineKeys(req.namespace);

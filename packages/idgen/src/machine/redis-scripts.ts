@@ -78,17 +78,33 @@ return {-1, -1}
 `,
 );
 
-/** KEYS itc_idx; ARGV instanceId, machineId, callerNow → 1 renewed, 0 lost (entry gone or another id). */
+/**
+ * KEYS itc_idx, adder, revert; ARGV instanceId, machineId, callerNow → 1 renewed, 2 re-established, 0 lost.
+ * Re-establish: our entry vanished (store restarted empty, key evicted or deleted) but nobody else holds the id
+ * and nobody released it since; then it is still safely ours, so we write it back (and lift the adder past it).
+ * A live lease cannot have been recycled meanwhile: we stop generating `min(10 s, T/10)` before anyone may.
+ */
 export const guardScript = defineScript(
   "idgen_machine_guard",
-  1,
+  3,
   `${COMMON}
+local id = tonumber(ARGV[2])
 local own = redis.call('HGET', KEYS[1], ARGV[1])
-if not own then return 0 end
-local id, _, stamp = parse(own)
-if id ~= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
-return 1
+if own then
+  local held, _, stamp = parse(own)
+  if held ~= id then return 0 end
+  redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
+  return 1
+end
+if redis.call('HEXISTS', KEYS[3], tostring(id)) == 1 then return 0 end
+local all = redis.call('HGETALL', KEYS[1])
+for i = 2, #all, 2 do
+  local held = parse(all[i])
+  if held == id then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3])
+if tonumber(redis.call('GET', KEYS[2]) or '-1') < id then redis.call('SET', KEYS[2], id) end
+return 2
 `,
 );
 

@@ -1,0 +1,84 @@
+import { connectRedis, type RedisClient } from "@gov/redis";
+import { redisTargets } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  machineKeys,
+  MachineIdOverflowException,
+  MachineLease,
+  redisMachineIdDistributor,
+  SnowflakeId,
+  parseSnowflake,
+  MachineIdLostException,
+} from "../src/index.js";
+import { captureLogs, uniqueNamespace } from "./helpers.js";
+
+for (const target of redisTargets()) {
+  describe.skipIf(target.skip)(`redis machine-id distributor on ${target.name}`, () => {
+    let client: RedisClient;
+    beforeAll(async () => {
+      client = await connectRedis(target.url);
+    });
+    afterAll(() => client?.disconnect());
+
+    const lease = (namespace: string, instanceId: string, extra: Partial<Parameters<typeof MachineLease.acquire>[0]> = {}) =>
+      MachineLease.acquire({ namespace, instanceId, machineBit: 2, distributor: redisMachineIdDistributor(client), autoRenew: false, logger: captureLogs().logger, ...extra });
+
+    it("hands out distinct ids, gives a restarted instance its own id back, and overflows when all are held", async () => {
+      const ns = uniqueNamespace("lease");
+      const leases = await Promise.all(["a", "b", "c", "d"].map((i) => lease(ns, i)));
+      expect(new Set(leases.map((l) => l.machineId))).toEqual(new Set([0, 1, 2, 3]));
+      const again = await lease(ns, "b");
+      expect(again.machineId).toBe(leases[1].machineId);
+      await expect(lease(ns, "e")).rejects.toBeInstanceOf(MachineIdOverflowException);
+      // every key carries the {namespace} hash tag (so the whole set lives in one cluster slot)
+      expect(Object.values(machineKeys(ns)).every((k) => k.includes(`{${ns}}`))).toBe(true);
+      expect(await client.hlen(machineKeys(ns).itcIdx)).toBe(4);
+    });
+
+    it("reuses a reverted id and hands its last timestamp to the next owner", async () => {
+      const ns = uniqueNamespace("revert");
+      const a = await lease(ns, "a");
+      const b = await lease(ns, "b");
+      await a.revert();
+      expect(a.state().status).toBe("REVERTED");
+      expect(await client.hexists(machineKeys(ns).revert, String(a.machineId))).toBe(1);
+      const c = await lease(ns, "c");
+      expect(c.machineId).toBe(a.machineId);
+      expect(c.machineId).not.toBe(b.machineId);
+      expect(await client.hlen(machineKeys(ns).revert)).toBe(0);
+    });
+
+    it("recycles an id not renewed for the safe-guard duration; the old holder's guard then reports it lost", async () => {
+      const ns = uniqueNamespace("recycle");
+      const logs = captureLogs();
+      const held = await Promise.all(["a", "b", "c", "d"].map((i) => lease(ns, i, { safeGuardMs: 300, logger: logs.logger })));
+      await expect(lease(ns, "e", { safeGuardMs: 300 })).rejects.toBeInstanceOf(MachineIdOverflowException);
+      await new Promise((r) => setTimeout(r, 150));
+      await Promise.all(held.slice(1).map((l) => l.renew())); // a stops renewing
+      await new Promise((r) => setTimeout(r, 200));
+      const e = await lease(ns, "e", { safeGuardMs: 300 });
+      expect(e.machineId).toBe(held[0].machineId);
+      await held[0].renew();
+      expect(held[0].state()).toMatchObject({ status: "LOST", lost: true, renewals: { lost: 1 } });
+      expect(logs.find("error", "Guard Failed").length).toBeGreaterThanOrEqual(1);
+      const g = new SnowflakeId({ machine: held[0], layout: { machineBit: 2 }, logger: logs.logger });
+      expect(() => g.nextId()).toThrow(MachineIdLostException);
+    });
+
+    it("renews on a timer and records each renewal in state; debug shows distribution and renewal", async () => {
+      const ns = uniqueNamespace("renew");
+      const logs = captureLogs();
+      const l = await lease(ns, "a", { autoRenew: true, initialDelayMs: 30, delayMs: 30, safeGuardMs: 2_000, logger: logs.logger });
+      await new Promise((r) => setTimeout(r, 200));
+      const st = l.state();
+      expect(st.renewals.success).toBeGreaterThanOrEqual(2);
+      expect(st).toMatchObject({ status: "UP", lastError: null, failedAt: null, distributor: "redis", namespace: ns, instanceId: "a" });
+      expect(st.stopDeadline).toBe(st.lastRenewalAt + 1_800);
+      expect(logs.find("debug", "Distributed machine id")).toHaveLength(1);
+      expect(logs.find("debug", "Renewed machine id").length).toBeGreaterThanOrEqual(2);
+      const g = new SnowflakeId({ machine: l, layout: { machineBit: 2 }, logger: logs.logger });
+      expect(parseSnowflake(g.nextId(), g.layout).machineId).toBe(l.machineId);
+      await l.revert();
+    });
+  });
+}
