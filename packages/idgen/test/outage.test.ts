@@ -1,0 +1,132 @@
+import { connectRedis, type RedisClient } from "@gov/redis";
+import { startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import {
+  MachineIdLostException,
+  MachineLease,
+  redisMachineIdDistributor,
+  redisSegmentDistributor,
+  SegmentChainId,
+  SegmentExhaustedError,
+  SnowflakeId,
+  CompositeIdGenerator,
+} from "../src/index.js";
+import { captureLogs, uniqueNamespace, waitUntil } from "./helpers.js";
+
+/**
+ * One Redis we can stop and restart (restart = empty data set). T = 3 s, so generators must stop
+ * 2.7 s after the last successful renewal.
+ */
+describe.skipIf(inject("redisSkipReason"))("Redis outage", () => {
+  let server: RedisServer;
+  let client: RedisClient;
+  beforeAll(async () => {
+    server = await startRedis();
+    client = await connectRedis(server.url, { redis: { retryStrategy: () => 50 } });
+    client.on("error", () => {}); // connection errors while the server is down are expected here
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+
+  it("Guard Failed while down, next renewal succeeds once restored, stop at T − T/10, segment chain serves reserved ids then fails clearly", async () => {
+    const ns = uniqueNamespace("outage");
+    const logs = captureLogs();
+    const lease = await MachineLease.acquire({
+      namespace: ns,
+      instanceId: "host:1",
+      machineBit: 10,
+      distributor: redisMachineIdDistributor(client),
+      initialDelayMs: 100,
+      delayMs: 100,
+      retryDelayMs: 100,
+      safeGuardMs: 3_000,
+      logger: logs.logger,
+    });
+    const snowflake = new SnowflakeId({ machine: lease, logger: logs.logger });
+    const composite = new CompositeIdGenerator({ machine: lease, logger: logs.logger });
+    const chain = await SegmentChainId.create({
+      distributor: redisSegmentDistributor(client, { namespace: ns, name: "order" }),
+      step: 100,
+      safeDistance: 5,
+      prefetchPeriodMs: 50,
+      logger: logs.logger,
+    });
+    snowflake.nextId();
+    await waitUntil("a renewal", () => lease.state().renewals.success >= 1);
+
+    // 1. Redis stops: renewal fails, ERROR `Guard Failed`, state records error + time, generation goes on
+    await server.stop();
+    await waitUntil("a failed renewal", () => lease.state().status === "DOWN");
+    const down = lease.state();
+    expect(down.lastError).toMatch(/\w+: .+/);
+    expect(down.failedAt).toBeGreaterThan(Date.now() - 5_000);
+    expect(logs.find("error", "Guard Failed").length).toBeGreaterThanOrEqual(1);
+    expect(() => snowflake.nextId()).not.toThrow();
+
+    // 2. Redis back (empty): the next renewal succeeds and the state clears
+    await server.start();
+    await waitUntil("renewal after restore", () => lease.state().status === "UP", 2_500);
+    expect(lease.state()).toMatchObject({ lastError: null, failedAt: null, lost: false });
+    // the empty store reset the segment counter: the chain refuses to go backwards and keeps failing
+
+    // 3. Redis down for longer than T − min(10 s, T/10) = 2.7 s
+    await server.stop();
+    const stoppedAt = Date.now();
+    const runwayBefore = chain.runway;
+    expect(runwayBefore).toBeGreaterThan(0);
+    await waitUntil("the lease to be lost", () => {
+      try {
+        snowflake.nextId();
+        return false;
+      } catch (e) {
+        return e instanceof MachineIdLostException;
+      }
+    }, 5_000);
+    const lostAfter = Date.now() - stoppedAt;
+    expect(lostAfter).toBeLessThan(2_900);
+    expect(lease.state()).toMatchObject({ status: "LOST", lost: true });
+    expect(() => snowflake.nextId()).toThrow(MachineIdLostException);
+    expect(() => composite.nextIdAsString()).toThrow(MachineIdLostException);
+
+    // the segment chain does not depend on the lease: it serves its reserved ids, then fails clearly
+    const served: number[] = [];
+    let failure: unknown;
+    while (!failure) {
+      // a caller taking ids steadily, yielding so the background prefetch runs (and fails)
+      for (let i = 0; i < 20 && !failure; i++) {
+        try {
+          served.push(chain.nextId());
+        } catch (e) {
+          failure = e;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 3));
+    }
+    for (let i = 1; i < served.length; i++) expect(served[i]).toBe(served[i - 1] + 1);
+    expect(served.length).toBe(runwayBefore);
+    expect(failure).toBeInstanceOf(SegmentExhaustedError);
+    expect((failure as Error).message).toMatch(/ran out of reserved ids and the store is failing/);
+    await expect(chain.nextIdAsync()).rejects.toBeInstanceOf(SegmentExhaustedError);
+    expect(logs.find("error", `AppendChain [${ns}.order] - prefetch failed`).length).toBeGreaterThanOrEqual(1);
+    expect(logs.find("warn", "prefetch still failing").length).toBeGreaterThanOrEqual(1);
+
+    // 4. Restored again: a lost lease stays lost until it is re-distributed
+    await server.start();
+    await new Promise((r) => setTimeout(r, 300));
+    await lease.renew();
+    expect(() => snowflake.nextId()).toThrow(MachineIdLostException);
+    await lease.redistribute();
+    expect(lease.state().status).toBe("UP");
+    await new Promise((r) => setTimeout(r, 2));
+    expect(typeof snowflake.nextId()).toBe("bigint");
+
+    // 5. Shutdown while Redis is down: ERROR `Revert machine id of [...] failed`, no throw
+    chain.stop();
+    await server.stop();
+    await lease.revert();
+    expect(logs.find("error", "Revert machine id of [host:1] failed")).toHaveLength(1);
+    await server.start();
+  });
+});
