@@ -75,9 +75,10 @@ function mergeToolCalls(message: Message, deltas: ToolCallDelta[]): void {
       call = { index, id: "", type: "function", function: { name: "", arguments: "" } };
       calls.push(call);
     }
+    // id, type and name are identifiers sent whole (usually in the first fragment); only arguments are streamed.
     const { function: fn, index: _index, ...rest } = delta;
     Object.assign(call, withoutNullish(rest));
-    if (fn?.name) call.function!.name += fn.name;
+    if (fn?.name) call.function!.name = fn.name;
     if (fn?.arguments) call.function!.arguments += fn.arguments;
   }
 }

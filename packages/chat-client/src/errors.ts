@@ -61,7 +61,8 @@ export class HttpStatusError extends ChatClientError {
 
   constructor(response: Response, body: unknown, url: string) {
     const error = providerError(body);
-    super(`${response.status} ${error?.message ?? (response.statusText || "HTTP error")}`);
+    const detail = typeof error?.message === "string" && error.message !== "" ? error.message : response.statusText || "HTTP error";
+    super(`${response.status} ${detail}`);
     this.status = response.status;
     this.headers = response.headers;
     this.body = body;
