@@ -4,7 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import multipart from "@fastify/multipart";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
-import { fastify, type FastifyBaseLogger, type FastifyInstance, type FastifyServerFactory } from "fastify";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerFactory } from "fastify";
 import type { Logger } from "@gov/service-kit";
 import { installErrorHandlers } from "./errors.js";
 import { buildOpenApi } from "./openapi.js";
@@ -24,7 +24,7 @@ export interface GatewayOptions {
 export async function buildGateway(options: GatewayOptions): Promise<FastifyInstance> {
   const app = fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.limits.maxJsonBody,
     routerOptions: { maxParamLength: 2048 },
     serverFactory: options.serverFactory,

@@ -3,7 +3,7 @@ import http2 from "node:http2";
 import type { Socket } from "node:net";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
-import { fastify, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
 import type { Logger } from "./logger.js";
 
 export interface ServeConnectOptions {
@@ -62,7 +62,7 @@ export function dualProtocolServer(handler: http.RequestListener): http.Server {
 export async function serveConnect(options: ServeConnectOptions): Promise<ConnectServer> {
   const app = fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     serverFactory: (handler) => dualProtocolServer(handler),
   });
   await app.register(fastifyConnectPlugin, {

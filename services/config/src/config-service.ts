@@ -8,7 +8,6 @@ import {
   ConfigService,
   ConfigVersionSchema,
   ImportResultSchema,
-  type WatchConfigResponse,
   WatchConfigResponseSchema,
 } from "@gov/api";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
@@ -164,14 +163,20 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
 
     async *watchConfig(req, ctx: HandlerContext) {
       checkTarget(req.namespace, req.configId);
-      const snapshot = async (op: string): Promise<WatchConfigResponse> => {
-        const config = await store.get(req.namespace, req.configId);
-        return create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
-      };
+      const message = (op: string, config?: ConfigRecord) =>
+        create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
-      yield await snapshot("current");
-      for await (const change of changes) yield await snapshot(change.op);
+      yield message("current", await store.get(req.namespace, req.configId));
+      for await (const change of changes) {
+        if (change.op === "remove") {
+          yield message("remove");
+          continue;
+        }
+        // Later changes may already have landed: send the version this event announced, from the history if needed.
+        const current = await store.get(req.namespace, req.configId);
+        yield message(change.op, current?.version === change.version ? current : await store.version(req.namespace, req.configId, change.version));
+      }
     },
   };
 }

@@ -5,3 +5,4 @@ export { createConfigBackend, loadConfigSettings, type ConfigBackend } from "./c
 export { openConfigStore } from "./open-store.js";
 export { createMemoryConfigStore } from "./store/memory-config-store.js";
 export type { ConfigStore, ConfigRecord, ConfigChange } from "./store/config-store.js";
+export { createRedisConfigStore } from "./store/redis-config-store.js";

@@ -13,7 +13,7 @@ const FIXED_DATE = new Date(Date.UTC(1980, 0, 1));
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 function entryProblem(name: string): { outcome: "skipped" | "rejected"; reason: string } | undefined {
-  if (name.startsWith("/") || /^[A-Za-z]:/.test(name) || name.includes("\\")) {
+  if (name.startsWith("/") || /^[A-Za-z]:[\\/]/.test(name) || name.includes("\\")) {
     return { outcome: "rejected", reason: "absolute paths and backslashes are not allowed in entry names" };
   }
   const parts = name.split("/");
@@ -67,9 +67,11 @@ export async function readImportArchive(bytes: Uint8Array, limits: ConfigLimits)
   const limitText = `the archive inflates to more than ${limits.maxZipUncompressedBytes} bytes (gov.limits.zip-uncompressed); nothing was imported`;
   const entries: ImportEntry[] = [];
   for (const file of files) {
-    const problem = entryProblem(file.name);
+    // JSZip quietly resolves "../x" to "x"; judge (and report) the name as it stands in the archive.
+    const name = (file as unknown as { unsafeOriginalName?: string }).unsafeOriginalName ?? file.name;
+    const problem = entryProblem(name);
     if (problem) {
-      entries.push({ configId: file.name, ...problem });
+      entries.push({ configId: name, ...problem });
       continue;
     }
     const raw = await inflate(file, budget, limitText);
