@@ -165,4 +165,22 @@ describe("network and timeout errors", () => {
     expect(outcome.events).toHaveLength(1);
     expect(outcome.error).toBeInstanceOf(NetworkError);
   });
+
+  it("a caller's AbortSignal (set by a request interceptor) rejects with the caller's own reason, before and during a stream", async () => {
+    server.handle(async (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })));
+    });
+    const controller = new AbortController();
+    const fetcher = new Fetcher({ baseURL: server.origin, interceptors: { request: [(exchange) => void (exchange.request.signal = controller.signal)] } });
+    const client = new ChatClient({ fetcher });
+    const stream = await client.completions({ ...request, stream: true });
+    const reader = stream.getReader();
+    expect((await reader.read()).value?.data.choices[0].delta?.content).toBe("a");
+    const reason = new Error("user pressed stop");
+    controller.abort(reason);
+    await expect(reader.read()).rejects.toBe(reason);
+    // Already aborted: the request itself rejects with the same reason, not as a NetworkError.
+    await expect(client.completions(request)).rejects.toBe(reason);
+  });
 });
