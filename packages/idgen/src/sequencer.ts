@@ -103,8 +103,11 @@ export class TickSequencer {
   private spinUntil(last: number): number {
     const clock = this.opts.clock;
     const giveUpAt = performance.now() + MAX_SPIN_MS;
-    let now = clock.now();
-    while (now <= last && performance.now() < giveUpAt) now = clock.now();
-    return now;
+    for (;;) {
+      const now = clock.now();
+      if (now > last) return now;
+      // read the clock again after the bound: the process may have been descheduled between the two reads
+      if (performance.now() >= giveUpAt) return clock.now();
+    }
   }
 }
