@@ -85,18 +85,22 @@ export class MachineLease implements MachineIdSource {
 
   private constructor(opts: MachineLeaseOptions) {
     const delayMs = opts.delayMs ?? 60_000;
+    // explicit `??` per field: an option passed as `undefined` must still get its default
     this.o = {
-      initialDelayMs: 60_000,
-      safeGuardMs: 300_000,
-      brokenThresholdMs: 500,
-      clock: systemClock,
-      monotonic: monotonicNow,
-      logger: defaultIdGenLogger(),
-      autoRenew: true,
-      ...opts,
+      namespace: opts.namespace,
+      instanceId: opts.instanceId,
+      machineBit: opts.machineBit,
+      distributor: opts.distributor,
+      initialDelayMs: opts.initialDelayMs ?? 60_000,
       delayMs,
       retryDelayMs: opts.retryDelayMs ?? Math.min(delayMs, 10_000),
-    } as typeof this.o;
+      safeGuardMs: opts.safeGuardMs ?? 300_000,
+      brokenThresholdMs: opts.brokenThresholdMs ?? 500,
+      clock: opts.clock ?? systemClock,
+      monotonic: opts.monotonic ?? monotonicNow,
+      logger: opts.logger ?? defaultIdGenLogger(),
+      autoRenew: opts.autoRenew ?? true,
+    };
     this.stopAfter = stopAfterMs(this.o.safeGuardMs);
   }
 

@@ -1,0 +1,101 @@
+import { connectRedis, type RedisClient } from "@gov/redis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import {
+  GeneratorNotFoundError,
+  idgenConfigFromSettings,
+  InvalidSettingError,
+  parseDuration,
+  SHARE,
+  startIdGen,
+} from "../src/index.js";
+import { captureLogs, uniqueNamespace } from "./helpers.js";
+
+describe("idgenConfigFromSettings", () => {
+  it("applies the contract §9 defaults", () => {
+    const c = idgenConfigFromSettings({ "idgen.namespace": "gateway" });
+    expect(c.namespace).toBe("gateway");
+    expect(c.machine).toMatchObject({
+      enabled: true,
+      distributorType: undefined, // redis when a client is given, else manual
+      machineId: 0,
+      machineBit: 10,
+      guarder: { enabled: true, initialDelayMs: 60_000, delayMs: 60_000, retryDelayMs: 10_000, safeGuardMs: 300_000 },
+      clockBackwards: { spinThresholdMs: 1, brokenThresholdMs: 500 },
+    });
+    expect(c.generator.enabled).toBe(true);
+    expect(c.snowflake).toMatchObject({ enabled: true, timestampBit: 41, sequenceBit: 12, converter: "radix62" });
+  });
+
+  it("parses durations with case-insensitive units", () => {
+    expect(parseDuration("500ms", "x")).toBe(500);
+    expect(parseDuration("10s", "x")).toBe(10_000);
+    expect(parseDuration("1m", "x")).toBe(60_000);
+    expect(parseDuration("3H", "x")).toBe(10_800_000);
+    const c = idgenConfigFromSettings({ "idgen.machine.guarder.delay": "30S", "idgen.machine.guarder.safe-guard-duration": "2M", "idgen.machine.distributor.type": "Manual" });
+    expect(c.machine.guarder).toMatchObject({ delayMs: 30_000, safeGuardMs: 120_000 });
+    expect(c.machine.distributorType).toBe("manual");
+  });
+
+  it("throws an error naming the setting on a bad value", () => {
+    const bad: Record<string, string> = {
+      "idgen.machine.guarder.delay": "soon",
+      "idgen.machine.enabled": "yes",
+      "idgen.machine.distributor.type": "zookeeper",
+      "idgen.machine.machine-id": "2000",
+      "idgen.segment.step": "-1",
+      "idgen.snowflake.converter": "base64",
+    };
+    for (const [key, value] of Object.entries(bad)) {
+      let err: unknown;
+      try {
+        idgenConfigFromSettings({ [key]: value });
+      } catch (e) {
+        err = e;
+      }
+      expect(err, key).toBeInstanceOf(InvalidSettingError);
+      expect((err as Error).message).toContain(key);
+    }
+    expect(() => idgenConfigFromSettings({ "idgen.machine.guarder.delay": "10m" })).toThrow(/idgen.machine.guarder.delay/);
+  });
+});
+
+describe("startIdGen with the manual distributor", () => {
+  it("registers share, snowflake and the composite generator; registry lists, describes and removes", async () => {
+    const logs = captureLogs();
+    const idgen = await startIdGen(
+      idgenConfigFromSettings({ "idgen.namespace": "svc", "idgen.machine.machine-id": "42", "idgen.segment.enabled": "true", "idgen.segment.providers": "order" }),
+      { logger: logs.logger },
+    );
+    const r = idgen.registry;
+    expect(idgen.lease).toBeUndefined();
+    expect(r.names().sort()).toEqual([SHARE, "idgen", "order", "snowflake"].sort());
+    expect(typeof r.share.nextId!()).toBe("bigint");
+    expect(r.get("idgen").nextIdAsString()).toHaveLength(15);
+    expect(r.get("order").nextId!()).toBe(1);
+    const list = r.list();
+    expect(list.find((g) => g.name === "snowflake")).toMatchObject({ kind: "SnowflakeId", converter: { kind: "Radix62IdConverter" }, state: { machineId: 42 } });
+    expect(list.find((g) => g.name === "order")).toMatchObject({ kind: "SegmentChainId", state: { currentSegment: { maxId: 10 } } });
+    expect(r.remove("order").name).toBe("order");
+    expect(() => r.get("order")).toThrow(GeneratorNotFoundError);
+    await idgen.close();
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("startIdGen with a Redis Cluster client", () => {
+  let client: RedisClient;
+  beforeAll(async () => {
+    client = await connectRedis(inject("redisClusterUrl"));
+  });
+  afterAll(() => client?.disconnect());
+
+  it("defaults to the redis distributor, holds a lease, and reverts it on close", async () => {
+    const ns = uniqueNamespace("start");
+    const logs = captureLogs();
+    const idgen = await startIdGen(idgenConfigFromSettings({ "idgen.namespace": ns, "idgen.machine.instance-id": "svc-1" }), { redis: client, logger: logs.logger });
+    expect(idgen.lease?.state()).toMatchObject({ status: "UP", distributor: "redis", instanceId: "svc-1", machineId: 0 });
+    expect(idgen.registry.share.describe().state.machineId).toBe(0);
+    await idgen.close();
+    expect(idgen.lease?.state().status).toBe("REVERTED");
+    expect(await client.hexists(`idgen:{${ns}}:revert`, "0")).toBe(1);
+  });
+});
