@@ -111,7 +111,13 @@ export async function buildRequest(route: RestRoute, req: FastifyRequest): Promi
   let base: Message | undefined;
 
   if (route.body === "*") {
-    if (req.isMultipart()) await multipartBody(req, schema, init);
+    if (req.isMultipart()) {
+      await multipartBody(req, schema, init).catch((err: Error & { statusCode?: number }) => {
+        // The multipart parser throws plain Errors for malformed input; those are the client's, not ours.
+        if (err instanceof ConnectError || err.statusCode) throw err;
+        throw invalid(`the multipart/form-data body is malformed (${err.message})`);
+      });
+    }
     else base = jsonBody(req, schema);
   } else if (route.body) {
     init[route.body.localName] = textBody(req, route.body);

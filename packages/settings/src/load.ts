@@ -40,7 +40,7 @@ function flatten(value: unknown, prefix: string, out: Record<string, string>): v
 
 /** Reads `gov.yaml` (or the file named by GOV_CONFIG) when present; nested and dotted keys both work. */
 export function readSettingsSources(env: Record<string, string | undefined> = process.env, cwd = process.cwd()): SettingsSources {
-  const explicit = env.GOV_CONFIG;
+  const explicit = env.GOV_CONFIG || undefined;
   const filePath = explicit ?? `${cwd}/gov.yaml`;
   const file: Record<string, string> = {};
   if (existsSync(filePath)) {

@@ -1,0 +1,68 @@
+import { createMemoryConfigStore } from "@gov/config-service";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestGateway, ns, seg, TEST_LIMITS, type TestGateway } from "./harness.js";
+
+/** Whatever a client sends, the answer is a 4xx in the contract's shape, never a 500, and nothing is lost. */
+describe("bad input gets a clear 4xx and loses nothing", () => {
+  let gw: TestGateway;
+  const n = ns("bad");
+  beforeAll(async () => {
+    gw = await createTestGateway(createMemoryConfigStore({ maxVersions: 100 }));
+    await gw.app.inject({ method: "PUT", url: `/v1/namespaces/${seg(n)}/configs/keep`, payload: "precious", headers: { "content-type": "text/plain" } });
+  });
+  afterAll(async () => gw?.close());
+
+  const cases: { name: string; method: string; url: string; payload?: string | Buffer; headers?: Record<string, string>; status: number; code: string; message?: RegExp }[] = [
+    { name: "garbage JSON on import", method: "POST", url: "/configs", payload: "{not json", headers: { "content-type": "application/json" }, status: 400, code: "invalid_argument", message: /not valid JSON/ },
+    { name: "JSON of the wrong shape on import", method: "POST", url: "/configs", payload: '{"importZip": 42, "nope": true}', headers: { "content-type": "application/json" }, status: 400, code: "invalid_argument", message: /does not match ImportConfigsRequest/ },
+    { name: "import as plain text", method: "POST", url: "/configs", payload: "hello", headers: { "content-type": "text/plain" }, status: 400, code: "invalid_argument" },
+    { name: "empty config body", method: "PUT", url: "/configs/keep", payload: "", status: 400, code: "invalid_argument", message: /raw body/ },
+    { name: "binary non-UTF-8 config body", method: "PUT", url: "/configs/keep", payload: Buffer.from([0xff, 0xfe, 0x00, 0xc3]), headers: { "content-type": "application/octet-stream" }, status: 400, code: "invalid_argument", message: /UTF-8/ },
+    { name: "config over the content limit", method: "PUT", url: "/configs/keep", payload: JSON.stringify("x".repeat(TEST_LIMITS.maxContentBytes + 1)), headers: { "content-type": "application/json" }, status: 400, code: "invalid_argument", message: /gov\.limits\.config-content/ },
+    { name: "huge body", method: "PUT", url: "/configs/keep", payload: Buffer.alloc(2 * 1024 * 1024, 97), status: 413, code: "resource_exhausted", message: /smaller body/ },
+    { name: "version that is not a number", method: "GET", url: "/configs/keep/versions/1e3", status: 400, code: "invalid_argument", message: /whole number/ },
+    { name: "version 0", method: "GET", url: "/configs/keep/versions/0", status: 400, code: "invalid_argument", message: /at least 1/ },
+    { name: "rollback target out of int32 range", method: "PUT", url: "/configs/keep/to/99999999999", status: 400, code: "invalid_argument" },
+    { name: "config id with '..' segments", method: "PUT", url: `/configs/${seg("a/../b")}`, payload: "x", status: 400, code: "invalid_argument", message: /"\.\." segments/ },
+    { name: "config id with a control character", method: "PUT", url: `/configs/${seg("a\u0001")}`, payload: "x", status: 400, code: "invalid_argument" },
+    { name: "unknown route", method: "GET", url: "/nope", status: 404, code: "not_found", message: /\/docs/ },
+    { name: "wrong method on a known path", method: "PATCH", url: "/configs/keep", payload: "x", status: 404, code: "not_found" },
+  ];
+
+  for (const c of cases) {
+    it(`${c.name} → ${c.status} ${c.code}`, async () => {
+      const r = await gw.app.inject({
+        method: c.method as "GET",
+        url: `/v1/namespaces/${seg(n)}${c.url}`,
+        payload: c.payload,
+        headers: { "content-type": "text/plain", ...c.headers },
+      });
+      expect(r.statusCode).toBe(c.status);
+      expect(r.headers["content-type"]).toMatch(/application\/json/);
+      const body = r.json();
+      expect(Object.keys(body).sort()).toEqual(["code", "message"]);
+      expect(body.code).toBe(c.code);
+      if (c.message) expect(body.message).toMatch(c.message);
+    });
+  }
+
+  it("after all of that the existing config is untouched", async () => {
+    const r = await gw.app.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/keep` });
+    expect(r.json()).toMatchObject({ data: "precious", version: 1 });
+    const list = await gw.app.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs` });
+    expect(list.json()).toEqual(["keep"]);
+  });
+
+  it("a random byte storm on every route never produces a 5xx", async () => {
+    const routes = ["/configs", "/configs/a", "/configs/a/to/1", "/configs/a/versions", "/configs/a/versions/1", "/configs/export"];
+    let seed = 42;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+    for (let i = 0; i < 400; i++) {
+      const payload = Buffer.from(Array.from({ length: Math.floor(rand() * 200) }, () => Math.floor(rand() * 256)));
+      const method = ["GET", "PUT", "POST", "DELETE"][i % 4] as "GET";
+      const type = ["application/json", "multipart/form-data; boundary=x", "text/plain", "application/zip"][Math.floor(rand() * 4)];
+      const r = await gw.app.inject({ method, url: `/v1/namespaces/${seg(n)}${routes[i % routes.length]}`, payload: method === "GET" ? undefined : payload, headers: { "content-type": type } });
+      expect([method, routes[i % routes.length], type, r.statusCode < 500], r.body).toEqual([method, routes[i % routes.length], type, true]);
+    }
+  });
+});
