@@ -53,7 +53,9 @@ describe("SSE edge cases, at every byte boundary", () => {
 
   it("#1 [DONE] with surrounding spaces (data:[DONE] and 'data: [DONE] ') also ends the stream", async () => {
     expect(text(await parseAtEveryBoundary(`data:${c("a")}\n\ndata:[DONE]\n\n`))).toEqual(["a"]);
-    expect((await parseAtEveryBoundary(`data: ${c("a")}\n\ndata: [DONE] \n\n`)).error).toBeUndefined();
+    const spaced = await parseAtEveryBoundary(`data: ${c("a")}\n\ndata: [DONE] \n\ndata: ${c("b")}\n\n`);
+    expect(spaced.error).toBeUndefined();
+    expect(text(spaced)).toEqual(["a"]);
   });
 
   it("#2 comments and keep-alives are ignored", async () => {
