@@ -40,7 +40,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       return await Promise.race([run(), deadline]);
     } catch (err) {
       if (!isConnectionError(err)) throw err;
-      throw new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? (err as Error).message}): retry when it is back`, { cause: err });
+      throw new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? plainCause(err as Error)}): retry when it is back`, { cause: err });
     } finally {
       clearTimeout(timer);
     }
@@ -206,9 +206,7 @@ function subscriberConnectionOf(sub: RedisClient): Redis | RedisClient {
   return internal?.getInstance?.() ?? sub;
 }
 
-const CONNECTION_CODES = new Set([
-  "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED",
-]);
+const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 const CONNECTION_MESSAGES =
   /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|no reply within|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
 
@@ -233,10 +231,12 @@ function trackConnectionCause(client: RedisClient): () => string | undefined {
   return () => last;
 }
 
-function addressOf(client: RedisClient): string {
-  if (client instanceof Cluster) return "the Redis Cluster";
-  return `${client.options.host ?? "localhost"}:${client.options.port ?? 6379}`;
-}
+/** ioredis' wording for "the connection is down" means little to an operator. */
+const plainCause = (err: Error) =>
+  /Stream isn't writeable|isn't ready and enableOfflineQueue|Connection is closed/.test(err.message) ? "not connected" : err.message;
+
+const addressOf = (client: RedisClient) =>
+  client instanceof Cluster ? "the Redis Cluster" : `${client.options.host ?? "localhost"}:${client.options.port ?? 6379}`;
 
 async function quitQuietly(c: RedisClient): Promise<void> {
   if (c.status === "ready") await Promise.race([c.quit().catch(() => {}), sleep(1000)]);
