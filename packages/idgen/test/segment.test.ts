@@ -81,6 +81,9 @@ describe("SegmentChainId (memory distributor)", () => {
     failing = true;
     const runway = chain.runway;
     const served: number[] = [];
+    for (let i = 0; i < 11; i++) served.push(chain.nextId()); // into the second segment: below the safe distance
+    // the background prefetch now fails repeatedly while we still have reserved ids
+    await waitUntil("two failed prefetches", () => (chain.describe().state.prefetchFailures as number) >= 2);
     let error: unknown;
     while (!error) {
       try {
@@ -88,7 +91,6 @@ describe("SegmentChainId (memory distributor)", () => {
       } catch (e) {
         error = e;
       }
-      await new Promise((r) => setImmediate(r));
     }
     expect(served.length).toBe(runway);
     expect(error).toBeInstanceOf(SegmentExhaustedError);
