@@ -1,5 +1,6 @@
 import { connectRedis, type RedisClient } from "@gov/redis";
 import { redisTargets } from "@gov/testkit";
+import diagnostics_channel from "node:diagnostics_channel";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   machineKeys,
@@ -68,6 +69,12 @@ for (const target of redisTargets()) {
     it("renews on a timer and records each renewal in state; debug shows distribution and renewal", async () => {
       const ns = uniqueNamespace("renew");
       const logs = captureLogs();
+      const events: { namespace: string; event: string; machineId: number }[] = [];
+      const onGuard = (m: unknown) => {
+        const e = m as (typeof events)[number];
+        if (e.namespace === ns) events.push(e);
+      };
+      diagnostics_channel.subscribe("gov:idgen:guard", onGuard);
       const l = await lease(ns, "a", { autoRenew: true, initialDelayMs: 30, delayMs: 30, safeGuardMs: 2_000, logger: logs.logger });
       await new Promise((r) => setTimeout(r, 200));
       const st = l.state();
@@ -79,6 +86,10 @@ for (const target of redisTargets()) {
       const g = new SnowflakeId({ machine: l, layout: { machineBit: 2 }, logger: logs.logger });
       expect(parseSnowflake(g.nextId(), g.layout).machineId).toBe(l.machineId);
       await l.revert();
+      diagnostics_channel.unsubscribe("gov:idgen:guard", onGuard);
+      expect(events[0]).toMatchObject({ event: "distributed", machineId: l.machineId });
+      expect(events.filter((e) => e.event === "renewed").length).toBe(st.renewals.success);
+      expect(events[events.length - 1].event).toBe("reverted");
     });
   });
 }

@@ -1,3 +1,4 @@
+import diagnostics_channel from "node:diagnostics_channel";
 import { describe, expect, it } from "vitest";
 import {
   ClockBackwardsException,
@@ -95,19 +96,25 @@ describe("clock moved backwards (injected clock)", () => {
   it("logs WARN `Detected clock backwards`, refuses synchronously, waits in nextIdAsync, and never reuses an id", async () => {
     const logs = captureLogs();
     const clock = shiftableClock();
-    const g = new SnowflakeId({ machine: 3, clock, logger: logs.logger });
+    const g = new SnowflakeId({ machine: 3, clock, logger: logs.logger, name: "cb-test" });
+    const events: { name: string; action: string }[] = [];
+    const onEvent = (m: unknown) => void ((m as { name: string }).name === "cb-test" && events.push(m as (typeof events)[number]));
+    diagnostics_channel.subscribe("gov:idgen:clock-backwards", onEvent);
     const ids: bigint[] = [];
     for (let i = 0; i < 1000; i++) ids.push(g.nextId());
     clock.shift(-30); // NTP step back by 30 ms
     expect(() => g.nextId()).toThrow(ClockBackwardsException);
     expect(logs.find("warn", "Detected clock backwards")).toHaveLength(1);
-    expect(logs.find("warn", "Detected clock backwards")[0]).toMatchObject({ backwardsMs: expect.any(Number), generator: "snowflake" });
+    expect(logs.find("warn", "Detected clock backwards")[0]).toMatchObject({ backwardsMs: expect.any(Number), generator: "cb-test" });
     const t0 = Date.now();
     for (let i = 0; i < 1000; i++) ids.push(await g.nextIdAsync());
     expect(Date.now() - t0).toBeGreaterThanOrEqual(20);
     expect(new Set(ids).size).toBe(ids.length);
     for (let i = 1; i < ids.length; i++) expect(ids[i] > ids[i - 1]).toBe(true);
     expect(g.describe().state.clockBackwards).toBeGreaterThanOrEqual(1);
+    diagnostics_channel.unsubscribe("gov:idgen:clock-backwards", onEvent);
+    expect(events.map((e) => e.action)).toContain("refused");
+    expect(events.map((e) => e.action)).toContain("sleep");
   });
 
   it("spins out a 1 ms step without throwing", () => {

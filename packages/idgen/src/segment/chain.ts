@@ -154,6 +154,7 @@ export class SegmentChainId implements IdGenerator {
         prefetchDistance: this.prefetchDistance,
         hungerCount: this.hungerCount,
         prefetchFailures: this.failures,
+        prefetchFailuresTotal: this.totalFailures,
         lastPrefetchError: this.failures > 0 ? String(this.lastFailure) : null,
         stopped: this.stopped,
       },
