@@ -24,7 +24,7 @@ describe.skipIf(skip)("8 processes on one Redis Cluster, leases churning", () =>
   it("200,000 Snowflake ids each: no duplicate id, no machine id held by two processes at once", async () => {
     const ns = uniqueNamespace("mp-snowflake");
     const LAYOUT = { epoch: 1577203200000, timestampBit: 41, machineBit: 3, sequenceBit: 12 };
-    const holds: { machineId: number; from: number; to: number; slot: number }[] = [];
+    const holds: { machineId: number; from: number; to: number; slot: number; mode: string }[] = [];
     const files: string[] = [];
 
     // One slot = one "service replica": a first process (half the ids) that exits gracefully or is killed,
@@ -46,7 +46,7 @@ describe.skipIf(skip)("8 processes on one Redis Cluster, leases churning", () =>
         expect(await w.exited).toBe(0);
       }
       running.delete(w);
-      holds.push({ machineId: Number(id), from: Number(at), to, slot });
+      holds.push({ machineId: Number(id), from: Number(at), to, slot, mode });
     }
     await Promise.all(
       Array.from({ length: 8 }, async (_, slot) => {
@@ -75,10 +75,19 @@ describe.skipIf(skip)("8 processes on one Redis Cluster, leases churning", () =>
     // no machine id held by two processes at the same time
     const byId = new Map<number, typeof holds>();
     for (const h of holds) byId.set(h.machineId, [...(byId.get(h.machineId) ?? []), h]);
+    let recycled = 0;
     for (const [, list] of byId) {
       list.sort((a, b) => a.from - b.from);
-      for (let i = 1; i < list.length; i++) expect(list[i].from).toBeGreaterThanOrEqual(list[i - 1].to);
+      for (let i = 1; i < list.length; i++) {
+        expect(list[i].from).toBeGreaterThanOrEqual(list[i - 1].to);
+        // a killed holder never released its id: the next owner got it only by recycling after T = 2 s
+        if (list[i - 1].mode === "kill") {
+          recycled++;
+          expect(list[i].from - list[i - 1].to).toBeGreaterThanOrEqual(1_500);
+        }
+      }
     }
+    expect(recycled).toBeGreaterThanOrEqual(1);
     expect(holds).toHaveLength(16);
     expect(byId.size).toBeLessThanOrEqual(8);
   }, 90_000);

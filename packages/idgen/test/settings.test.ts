@@ -81,6 +81,27 @@ describe("startIdGen with the manual distributor", () => {
   });
 });
 
+describe("startIdGen switches", () => {
+  it("idgen.generator.enabled=false drops the composite; idgen.machine.enabled=false drops machine-id generators", async () => {
+    const logger = captureLogs().logger;
+    const a = await startIdGen(idgenConfigFromSettings({ "idgen.generator.enabled": "false" }), { logger });
+    expect(a.registry.names().sort()).toEqual([SHARE, "snowflake"].sort());
+    const b = await startIdGen(idgenConfigFromSettings({ "idgen.machine.enabled": "false", "idgen.segment.enabled": "true", "idgen.share": "segment" }), { logger });
+    expect(b.registry.names().sort()).toEqual([SHARE, "segment"].sort());
+    expect(b.registry.share.kind).toBe("SegmentChainId");
+    const c = await startIdGen(idgenConfigFromSettings({ "idgen.snowflake.safe-javascript": "true", "idgen.machine.machine-id": "7" }), { logger });
+    const id = c.registry.share.nextId!();
+    expect(typeof id).toBe("number");
+    expect(Number.isSafeInteger(id)).toBe(true);
+    expect(() => idgenConfigFromSettings({ "idgen.snowflake.safe-javascript": "true", "idgen.machine.machine-id": "8" })).toThrow(/idgen.machine.machine-id/);
+    await Promise.all([a.close(), b.close(), c.close()]);
+  });
+
+  it("idgen.machine.distributor.type=redis without a client fails with a clear message", async () => {
+    await expect(startIdGen(idgenConfigFromSettings({ "idgen.machine.distributor.type": "redis" }), { logger: captureLogs().logger })).rejects.toThrow(/needs a Redis client/);
+  });
+});
+
 describe.skipIf(inject("redisSkipReason"))("startIdGen with a Redis Cluster client", () => {
   let client: RedisClient;
   beforeAll(async () => {
