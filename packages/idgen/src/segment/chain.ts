@@ -262,6 +262,7 @@ export class SegmentChainId implements IdGenerator {
   }
 
   private exhausted(): SegmentExhaustedError {
+    if (this.stopped) return new SegmentExhaustedError(`Segment chain [${this.name}] is stopped and has no reserved ids left`);
     if (this.failures > 0) {
       return new SegmentExhaustedError(`Segment chain [${this.name}] ran out of reserved ids and the store is failing (${this.failures} prefetch failures): ${String(this.lastFailure)}`, { cause: this.lastFailure });
     }
