@@ -93,3 +93,27 @@ for (const target of redisTargets()) {
     });
   });
 }
+
+for (const target of redisTargets()) {
+  describe.skipIf(target.skip)(`lease re-established after the store lost it, on ${target.name}`, () => {
+    it("writes a vanished lease back when nobody else holds the id, and new instances skip that id", async () => {
+      const client = await connectRedis(target.url);
+      try {
+        const ns = uniqueNamespace("reestablish");
+        const mk = (instanceId: string) =>
+          MachineLease.acquire({ namespace: ns, instanceId, machineBit: 2, distributor: redisMachineIdDistributor(client), autoRenew: false, logger: captureLogs().logger });
+        await mk("a");
+        const b = await mk("b"); // id 1
+        const k = machineKeys(ns);
+        await client.del(k.itcIdx); // the store lost the lease set (restart without persistence, eviction)
+        await client.del(k.adder);
+        await b.renew();
+        expect(b.state()).toMatchObject({ status: "UP", renewals: { success: 1 } });
+        const ids = await Promise.all(["c", "d", "e"].map(async (i) => (await mk(i)).machineId));
+        expect(ids.sort()).toEqual([0, 2, 3]); // 1 is b's again, so nobody else gets it
+      } finally {
+        client.disconnect();
+      }
+    });
+  });
+}

@@ -55,14 +55,17 @@ if best then
   redis.call('HDEL', KEYS[3], tostring(best))
   return hold(best, bestStamp)
 end
--- 3. a never-used id
+-- 3. a never-used id (skipping ids a re-established lease already holds)
+local all = redis.call('HGETALL', KEYS[1])
+local held = {}
+for i = 2, #all, 2 do held[parse(all[i])] = true end
 local adder = tonumber(redis.call('GET', KEYS[2]) or '-1')
-if adder < maxId then
-  redis.call('SET', KEYS[2], adder + 1)
-  return hold(adder + 1, 0)
+while adder < maxId do
+  adder = adder + 1
+  redis.call('SET', KEYS[2], adder)
+  if not held[adder] then return hold(adder, 0) end
 end
 -- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock)
-local all = redis.call('HGETALL', KEYS[1])
 local staleField, staleId, staleAt, staleStamp
 for i = 1, #all, 2 do
   local id, leaseAt, stamp = parse(all[i + 1])
@@ -81,7 +84,8 @@ return {-1, -1}
 /**
  * KEYS itc_idx, adder, revert; ARGV instanceId, machineId, callerNow → 1 renewed, 2 re-established, 0 lost.
  * Re-establish: our entry vanished (store restarted empty, key evicted or deleted) but nobody else holds the id
- * and nobody released it since; then it is still safely ours, so we write it back (and lift the adder past it).
+ * and nobody released it since; then it is still safely ours, so we write it back (distribute skips held ids
+ * when it hands out new ones, so the adder need not move).
  * A live lease cannot have been recycled meanwhile: we stop generating `min(10 s, T/10)` before anyone may.
  */
 export const guardScript = defineScript(
@@ -103,7 +107,6 @@ for i = 2, #all, 2 do
   if held == id then return 0 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3])
-if tonumber(redis.call('GET', KEYS[2]) or '-1') < id then redis.call('SET', KEYS[2], id) end
 return 2
 `,
 );
