@@ -49,7 +49,7 @@ export function toRestError(err: unknown): RestError {
 export function installErrorHandlers(app: FastifyInstance): void {
   app.setErrorHandler((err, req, reply) => {
     const rest = toRestError(err);
-    if (rest.status >= 500) req.log.error({ err }, "request failed");
+    if (rest.status >= 500) req.log.error({ err, reqId: req.id, method: req.method, url: req.url }, "request failed");
     void reply.status(rest.status).type("application/json").send(rest.body);
   });
   app.setNotFoundHandler((req, reply) => {

@@ -3,7 +3,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
 import { createConfigBackend, loadConfigSettings, type ConfigBackend } from "@gov/config-service";
-import { createLogger, dualProtocolServer, errorInterceptor } from "@gov/service-kit";
+import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
 import { loadSettings, readSettingsSources } from "@gov/settings";
 import { buildGateway } from "./app.js";
 import { gatewaySettings } from "./settings.js";
@@ -29,7 +29,7 @@ async function main() {
     config = await createConfigBackend(sources);
     closers.push(() => config!.close());
     local.push(config.routes);
-    configTransport = inProcessTransport(config.routes, interceptors);
+    configTransport = inProcessTransport([{ service: ConfigService, impl: config.impl }], interceptors);
     storeKind = config.store.kind === "embedded" ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)" : `${config.store.kind} at ${configSettings.redisUrl}`;
   }
 
@@ -38,16 +38,21 @@ async function main() {
     logger,
     limits: { maxJsonBody: Math.max(settings.maxJsonBody, configSettings.maxContentBytes), maxZipBytes: configSettings.maxZipBytes },
     connect: local.length ? { routes: (r) => local.forEach((mount) => mount(r)), interceptors } : undefined,
-    serverFactory: (handler) => dualProtocolServer(handler),
   });
   await app.listen({ port: settings.port, host: settings.host });
   const shown = settings.host === "0.0.0.0" || settings.host === "::" ? "localhost" : settings.host;
-  const url = `http://${shown}:${(app.server.address() as { port: number }).port}`;
-  logger.info({ url, store: storeKind }, "gateway listening");
-  console.log(`\nGovernance platform listening on ${url}  (REST /v1, Connect/gRPC, docs at ${url}/docs)`);
+  const portOf = (a: { server: { address(): unknown } }) => (a.server.address() as { port: number }).port;
+  const url = `http://${shown}:${portOf(app)}`;
+  const grpc = local.length ? await createH2cServer({ routes: (r) => local.forEach((mount) => mount(r)), interceptors, logger }) : undefined;
+  if (grpc) await grpc.listen({ port: settings.grpcPort, host: settings.host });
+  const grpcUrl = grpc ? `http://${shown}:${portOf(grpc)}` : undefined;
+  logger.info({ url, grpcUrl, store: storeKind }, "gateway listening");
+  console.log(`\nGovernance platform listening on ${url}  (REST /v1, Connect and gRPC-Web; docs at ${url}/docs)`);
+  if (grpcUrl) console.log(`gRPC (h2c) on ${grpcUrl}`);
   console.log(`Store: ${storeKind}\n`);
 
   const stop = async () => {
+    await grpc?.close();
     await app.close();
     for (const close of closers) await close();
     process.exit(0);

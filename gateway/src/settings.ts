@@ -3,6 +3,12 @@ import { parseBytes, parseInteger, type SettingDef } from "@gov/settings";
 /** Settings of the gateway process (contract §3, §8). */
 export const gatewaySettings = {
   port: { name: "PORT", parse: parseInteger(0, 65535), default: 8080, doc: "port of the REST gateway (and, in the all-in-one process, of Connect/gRPC)" } as SettingDef<number>,
+  grpcPort: {
+    name: "gov.grpc.port",
+    parse: parseInteger(0, 65535),
+    default: 9090,
+    doc: "h2c port for gRPC clients of the services this process runs (all-in-one); Connect and gRPC-Web use PORT",
+  } as SettingDef<number>,
   host: { name: "HOST", parse: (s: string) => s.trim(), default: "0.0.0.0", doc: "address the gateway binds to" } as SettingDef<string>,
   configServiceUrl: {
     name: "gov.config-service.url",

@@ -8,7 +8,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** What `npm start` runs, as a real process: it must print where it listens and which store it uses. */
 describe("npm start (all-in-one process)", () => {
   it("starts on the embedded store, says so, serves REST and Connect, and stops on SIGTERM", async () => {
-    const env = { ...process.env, PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
+    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
     const child = spawn(process.execPath, ["--import", "tsx", join(root, "gateway/src/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
@@ -25,6 +25,7 @@ describe("npm start (all-in-one process)", () => {
         body: JSON.stringify({ namespace: "{demo}", configId: "app.yaml" }),
       });
       expect((await rpc.json()).config.data).toBe("hello");
+      expect(out).toMatch(/gRPC \(h2c\) on http:\/\/127\.0\.0\.1:\d+/);
     } finally {
       const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
       child.kill("SIGTERM");

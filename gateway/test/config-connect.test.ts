@@ -6,14 +6,14 @@ import { configClients, createTestGateway, ns, storeTargets, type TestGateway } 
 for (const target of storeTargets()) {
   describe.skipIf(target.skip)(`config service via Connect clients on the ${target.name} store`, () => {
     let gw: TestGateway;
-    let url: string;
+    let url: { url: string; grpcUrl: string };
     beforeAll(async () => {
       gw = await createTestGateway(await target.open());
       url = await gw.listen();
     });
     afterAll(async () => gw?.close());
 
-    it("every RPC works over Connect, gRPC-Web and gRPC on the gateway's one port", async () => {
+    it("every RPC works over Connect and gRPC-Web (HTTP/1.1 port) and gRPC (h2c port)", async () => {
       for (const { name, client } of configClients(url)) {
         const n = ns(name.replace(/\W/g, ""));
         expect(await client.setConfig({ namespace: n, configId: "a.yaml", data: "v1" })).toMatchObject({ changed: true, version: 1 });

@@ -1,9 +1,9 @@
-import { createClient, type Client } from "@connectrpc/connect";
+import { createClient, type Client, type ConnectRouter } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
-import { configRoutes, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
+import { createConfigService, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
 import { connectRedis } from "@gov/redis";
-import { createLogger, dualProtocolServer, errorInterceptor } from "@gov/service-kit";
+import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
 import type { FastifyInstance } from "fastify";
 import { buildGateway, inProcessTransport } from "../src/index.js";
@@ -29,9 +29,8 @@ export function storeTargets(): { name: string; skip: string; open: () => Promis
 
 export interface TestGateway {
   app: FastifyInstance;
-  /** `http://127.0.0.1:port` once `listen()` was called. */
-  url?: string;
-  listen(): Promise<string>;
+  /** Starts the HTTP/1.1 listener (REST, Connect, gRPC-Web) and the h2c one (gRPC) on free ports. */
+  listen(): Promise<{ url: string; grpcUrl: string }>;
   close(): Promise<void>;
 }
 
@@ -39,23 +38,29 @@ const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
 /** The all-in-one wiring of `npm start` (gateway + in-process config service) on a given store. */
 export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS, requireHashTag = true): Promise<TestGateway> {
-  const routes = configRoutes({ store, namespaceRule: { requireHashTag }, limits });
+  const impl = createConfigService({ store, namespaceRule: { requireHashTag }, limits });
+  const routes = (router: ConnectRouter) => {
+    router.service(ConfigService, impl);
+  };
   const interceptors = [errorInterceptor(logger)];
   const app = await buildGateway({
-    services: [{ service: ConfigService, transport: inProcessTransport(routes, interceptors) }],
+    services: [{ service: ConfigService, transport: inProcessTransport([{ service: ConfigService, impl }], interceptors) }],
     logger,
     limits: { maxJsonBody: 128 * 1024, maxZipBytes: limits.maxZipBytes },
     connect: { routes, interceptors },
-    serverFactory: (handler) => dualProtocolServer(handler),
   });
+  let grpc: FastifyInstance | undefined;
+  const portOf = (a: FastifyInstance) => (a.server.address() as { port: number }).port;
   const gw: TestGateway = {
     app,
     async listen() {
+      grpc = await createH2cServer({ routes, interceptors, logger });
       await app.listen({ port: 0, host: "127.0.0.1" });
-      gw.url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-      return gw.url;
+      await grpc.listen({ port: 0, host: "127.0.0.1" });
+      return { url: `http://127.0.0.1:${portOf(app)}`, grpcUrl: `http://127.0.0.1:${portOf(grpc)}` };
     },
     async close() {
+      await grpc?.close();
       await app.close();
     },
   };
@@ -63,11 +68,11 @@ export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS
 }
 
 /** Connect clients of every protocol against a listening gateway. */
-export function configClients(baseUrl: string): { name: string; client: Client<typeof ConfigService> }[] {
+export function configClients({ url: baseUrl, grpcUrl }: { url: string; grpcUrl: string }): { name: string; client: Client<typeof ConfigService> }[] {
   return [
     { name: "connect+json", client: createClient(ConfigService, createConnectTransport({ baseUrl, httpVersion: "1.1" })) },
     { name: "grpc-web", client: createClient(ConfigService, createGrpcWebTransport({ baseUrl, httpVersion: "1.1" })) },
-    { name: "grpc (h2c)", client: createClient(ConfigService, createGrpcTransport({ baseUrl })) },
+    { name: "grpc (h2c)", client: createClient(ConfigService, createGrpcTransport({ baseUrl: grpcUrl })) },
   ];
 }
 

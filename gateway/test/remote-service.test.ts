@@ -16,6 +16,7 @@ describe("gateway → remote config service over HTTP", () => {
       routes: configRoutes({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS }),
       interceptors: [errorInterceptor(logger)],
       port: 0,
+      grpcPort: 0,
       logger,
     });
     gateway = await buildGateway({

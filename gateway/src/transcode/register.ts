@@ -1,11 +1,17 @@
 import type { DescService, Message } from "@bufbuild/protobuf";
-import { createClient, type Transport } from "@connectrpc/connect";
+import type { Transport } from "@connectrpc/connect";
+import multipart from "@fastify/multipart";
+import { ScalarType } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { buildRequest } from "./request.js";
-import { isHttpBody, responseJson, sendEventStream, sendHttpBodyStream } from "./response.js";
+import { isHttpBody, responseBody, sendEventStream, sendHttpBodyStream } from "./response.js";
 import { restRoutesOf, type RestRoute } from "./rest-routes.js";
 
-type AnyClient = Record<string, (req: Message, options?: { signal?: AbortSignal; headers?: HeadersInit }) => unknown>;
+
+/** A body-"*" rule with a bytes field: REST clients upload that field as a multipart file part. */
+function takesFile(route: RestRoute): boolean {
+  return route.body === "*" && route.method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
+}
 
 /** Aborted when the HTTP client goes away, so that streams and long calls stop server-side too. */
 function requestSignal(req: FastifyRequest): AbortSignal {
@@ -28,30 +34,46 @@ function forwardHeaders(req: FastifyRequest): Record<string, string> {
  * Registers one Fastify route per annotated RPC: REST request → Connect request → service (through `transport`)
  * → REST response. Nothing here knows a particular service.
  */
-export function registerRestRoutes(app: FastifyInstance, services: { service: DescService; transport: Transport }[]): RestRoute[] {
-  const all: RestRoute[] = [];
+export async function registerRestRoutes(
+  app: FastifyInstance,
+  services: { service: DescService; transport: Transport }[],
+  multipartLimits: { fileSize: number },
+): Promise<RestRoute[]> {
+  const routes: { route: RestRoute; transport: Transport }[] = [];
   for (const { service, transport } of services) {
-    const client = createClient(service, transport) as unknown as AnyClient;
-    for (const route of restRoutesOf([service])) {
-      all.push(route);
-      const call = client[route.method.localName].bind(client);
-      app.route({
-        method: route.httpMethod,
-        url: route.fastifyPath,
-        handler: async (req, reply) => {
-          const input = await buildRequest(route, req);
-          const headers = forwardHeaders(req);
-          if (route.method.methodKind === "server_streaming") {
-            const stream = call(input, { signal: requestSignal(req), headers }) as AsyncIterable<Message>;
-            if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
-            return sendEventStream(route, reply, stream, route.method.output);
-          }
-          const output = (await call(input, { headers })) as Message;
-          // Serialized here: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
-          return reply.type("application/json").send(JSON.stringify(responseJson(route, output)));
-        },
-      });
-    }
+    for (const route of restRoutesOf([service])) routes.push({ route, transport });
   }
-  return all;
+  for (const r of routes.filter((r) => !takesFile(r.route))) addRoute(app, r.route, r.transport);
+  // Multipart parsing adds hooks to every request of its scope; only routes that take a file get that scope.
+  await app.register(async (uploads) => {
+    await uploads.register(multipart, { limits: { ...multipartLimits, files: 1, fields: 20, parts: 21 }, throwFileSizeLimit: true });
+    for (const r of routes.filter((r) => takesFile(r.route))) addRoute(uploads, r.route, r.transport);
+  });
+  return routes.map((r) => r.route);
+}
+
+async function* single<T>(message: T): AsyncIterable<T> {
+  yield message;
+}
+
+/** The route's handler calls the transport directly (what a Connect client does, minus a layer on the hot path). */
+function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport): void {
+  const method = route.method as never;
+  app.route({
+    method: route.httpMethod,
+    url: route.fastifyPath,
+    handler: async (req, reply) => {
+      const input = await buildRequest(route, req);
+      const headers = forwardHeaders(req);
+      if (route.method.methodKind === "server_streaming") {
+        const res = await transport.stream(method, requestSignal(req), undefined, headers, single(input) as never);
+        const stream = res.message as AsyncIterable<Message>;
+        if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
+        return sendEventStream(route, reply, stream, route.method.output);
+      }
+      const res = await transport.unary(method, undefined, undefined, headers, input as never);
+      // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
+      return reply.type("application/json").send(responseBody(route, res.message as Message));
+    },
+  });
 }

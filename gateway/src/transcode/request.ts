@@ -111,7 +111,7 @@ export async function buildRequest(route: RestRoute, req: FastifyRequest): Promi
   let base: Message | undefined;
 
   if (route.body === "*") {
-    if (req.isMultipart()) {
+    if (typeof req.isMultipart === "function" && req.isMultipart()) {
       await multipartBody(req, schema, init).catch((err: Error & { statusCode?: number }) => {
         // The multipart parser throws plain Errors for malformed input; those are the client's, not ours.
         if (err instanceof ConnectError || err.statusCode) throw err;

@@ -5,10 +5,26 @@ import type { RestRoute } from "./rest-routes.js";
 
 const JSON_OPTIONS = { alwaysEmitImplicit: true } as const;
 
-/** The JSON the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
-export function responseJson(route: RestRoute, msg: Message): unknown {
+// JSON text of message-typed response fields, by message identity: services hand out the same immutable message for
+// an unchanged record (e.g. a cached config), so a hot read is serialized once, not on every request.
+const jsonText = new WeakMap<Message, string>();
+
+/** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
+export function responseBody(route: RestRoute, msg: Message): string {
+  const field = route.responseField;
+  if (!field) return JSON.stringify(toJson(route.method.output, msg, JSON_OPTIONS));
+  const value = (msg as unknown as Record<string, unknown>)[field.localName];
+  if (field.fieldKind === "message") {
+    if (value === undefined) return "null";
+    let text = jsonText.get(value as Message);
+    if (text === undefined) {
+      text = JSON.stringify(toJson(field.message, value as Message, JSON_OPTIONS));
+      jsonText.set(value as Message, text);
+    }
+    return text;
+  }
   const json = toJson(route.method.output, msg, JSON_OPTIONS) as Record<string, unknown>;
-  return route.responseField ? (json[route.responseField.jsonName] ?? null) : json;
+  return JSON.stringify(json[field.jsonName] ?? null);
 }
 
 /** A response field of type google.api.HttpBody is sent as raw bytes (the ZIP export). */
@@ -44,7 +60,7 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
     }
     res.end();
   } catch (err) {
-    reply.log.error({ err }, "stream failed after the response started");
+    reply.log.error({ err, reqId: reply.request.id, url: reply.request.url }, "stream failed after the response started");
     res.destroy(err as Error); // the client sees a truncated transfer, never a corrupt "complete" archive
   }
 }

@@ -3,6 +3,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  type Config,
   ConfigHistorySchema,
   ConfigSchema,
   ConfigService,
@@ -25,13 +26,14 @@ export interface ConfigServiceDeps {
 
 const sha256 = (data: string) => createHash("sha256").update(data).digest("hex");
 
+const DOT_SEGMENT = /(?:^|\/)\.\.?(?:\/|$)/;
+
 function checkConfigId(configId: string): void {
   if (!configId) throw new ConnectError("config id is required, e.g. app.yaml", Code.InvalidArgument);
   if (configId.length > 512 || /[\u0000-\u001f\u007f]/.test(configId)) {
     throw new ConnectError("config id must be at most 512 characters without control characters", Code.InvalidArgument);
   }
-  const parts = configId.split("/");
-  if (configId.startsWith("/") || parts.some((p) => p === "." || p === "..")) {
+  if (configId.startsWith("/") || DOT_SEGMENT.test(configId)) {
     // Ids become ZIP entry names on export; refusing these keeps every export safe to unpack.
     throw new ConnectError(`config id "${configId}" must not start with "/" or contain "." or ".." segments`, Code.InvalidArgument);
   }
@@ -43,8 +45,17 @@ function checkVersion(version: number, field: string): void {
   }
 }
 
-const toConfig = (r: ConfigRecord) =>
-  create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) });
+// Store records are immutable and cached by the stores, so the message made from one can be reused too:
+// a hot config read then allocates nothing here.
+const configMessages = new WeakMap<ConfigRecord, Config>();
+function toConfig(r: ConfigRecord): Config {
+  let msg = configMessages.get(r);
+  if (!msg) {
+    msg = create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) });
+    configMessages.set(r, msg);
+  }
+  return msg;
+}
 
 const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
 

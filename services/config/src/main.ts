@@ -9,11 +9,15 @@ try {
     routes: backend.routes,
     interceptors: [errorInterceptor(logger)],
     port: backend.settings.port,
+    grpcPort: backend.settings.grpcPort,
     host: process.env.HOST ?? "127.0.0.1",
     logger,
     readMaxBytes: backend.settings.maxZipBytes + 1024,
   });
-  logger.info({ url: server.url, store: backend.store.kind }, `config service listening on ${server.url} (store: ${backend.store.kind})`);
+  logger.info(
+    { url: server.url, grpcUrl: server.grpcUrl, store: backend.store.kind },
+    `config service listening on ${server.url} (Connect, gRPC-Web) and ${server.grpcUrl} (gRPC); store: ${backend.store.kind}`,
+  );
   const stop = async () => {
     await server.close();
     await backend.close();

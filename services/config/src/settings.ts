@@ -38,7 +38,13 @@ export const configSettings = {
     name: "gov.config-service.port",
     parse: parseInteger(0, 65535),
     default: 8091,
-    doc: "port of the config service when it runs as its own process (`npm run start:config`)",
+    doc: "HTTP/1.1 port (Connect, gRPC-Web) of the config service when it runs as its own process (`npm run start:config`)",
+  } as SettingDef<number>,
+  grpcPort: {
+    name: "gov.config-service.grpc-port",
+    parse: parseInteger(0, 65535),
+    default: 9091,
+    doc: "h2c port (gRPC) of the config service when it runs as its own process",
   } as SettingDef<number>,
 };
 

@@ -13,14 +13,17 @@ describe("config read cache (used by the Redis config store)", () => {
   };
   const read = (cache: ReturnType<typeof live>, key: string, value: ConfigRecord | null) => cache.end(cache.begin(key), value);
 
-  it("caches records and absence, and hands out copies", () => {
+  it("caches records and absence, and hands out frozen shared records", () => {
     const cache = live();
     const k = cache.keyOf("{ns}", "a");
     read(cache, k, rec("one"));
     read(cache, cache.keyOf("{ns}", "gone"), null);
     const hit = cache.lookup(k)!;
     expect(hit.data).toBe("one");
-    hit.data = "mutated by a caller";
+    expect(() => {
+      hit.data = "mutated by a caller";
+    }).toThrow(TypeError); // frozen: a caller cannot corrupt what others read
+    expect(cache.lookup(k)).toBe(hit);
     expect(cache.lookup(k)?.data).toBe("one");
     expect(cache.lookup(cache.keyOf("{ns}", "gone"))).toBeNull();
     expect(cache.lookup(cache.keyOf("{ns}", "never read"))).toBeUndefined();

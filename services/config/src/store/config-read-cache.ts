@@ -47,13 +47,13 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
     /** Key of one config; the length prefix keeps (ns, id) pairs distinct whatever characters they hold. */
     keyOf: (namespace: string, configId: string) => `${namespace.length}:${namespace}${configId}`,
 
-    /** The cached result (a copy), or undefined on a miss. */
+    /** The cached result, or undefined on a miss. Records are frozen and shared: callers must not change them. */
     lookup(key: string): CachedRead | undefined {
       const value = entries.get(key);
       if (value === undefined) return undefined;
       entries.delete(key); // move to the most recent end
       entries.set(key, value);
-      return value && { ...value };
+      return value;
     },
 
     begin(key: string): ReadTicket {
@@ -67,7 +67,8 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
       const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(ticket.key) ?? 0) <= ticket.seq;
       if (value !== undefined && valid && sizeOf(value) <= maxBytes) {
         drop(ticket.key);
-        entries.set(ticket.key, value && { ...value });
+        // Shared, not copied: a hot read then yields the same record, which lets callers reuse what they made of it.
+        entries.set(ticket.key, value && Object.freeze(value));
         bytes += sizeOf(value);
         for (const [oldest] of entries) {
           if (entries.size <= maxEntries && bytes <= maxBytes) break;

@@ -50,6 +50,7 @@ export interface ConfigStore {
   readonly kind: string;
   /** Config ids of a namespace, sorted. */
   list(namespace: string): Promise<string[]>;
+  /** Records are immutable: callers must not change them (adapters may return the same object to many readers). */
   get(namespace: string, configId: string): Promise<ConfigRecord | undefined>;
   /** `hash` is the SHA-256 hex of `data` (computed by the caller, once). */
   set(namespace: string, configId: string, data: string, hash: string, now: number): Promise<WriteResult>;

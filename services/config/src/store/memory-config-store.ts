@@ -50,7 +50,7 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
     if (entry.current?.hash === hash) return { changed: false, version: entry.current.version };
     const version = lastVersion(entry) + 1;
     archive(entry, op, now);
-    entry.current = { configId: id, data, hash, version, createTime: now };
+    entry.current = Object.freeze({ configId: id, data, hash, version, createTime: now });
     emit({ namespace: ns, configId: id, op, version });
     return { changed: true, version };
   };
@@ -63,8 +63,8 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
       return [...configs].filter(([, e]) => e.current).map(([id]) => id).sort();
     },
     async get(ns, id) {
-      const current = entryOf(ns, id, false)?.current;
-      return current && { ...current };
+      // Records are never changed once written (a write replaces them), so readers may share them.
+      return entryOf(ns, id, false)?.current;
     },
     async set(ns, id, data, hash, now) {
       return write(ns, id, entryOf(ns, id, true)!, data, hash, "set", now);
