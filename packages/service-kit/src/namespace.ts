@@ -5,9 +5,18 @@ export interface NamespaceRule {
   requireHashTag: boolean;
 }
 
-// A non-empty brace-enclosed hash tag somewhere in the name: {dev}, cosky-{dev}, team-{a}-x.
-const HASH_TAG = /\{[^{}]+\}/;
 const MAX_LENGTH = 256;
+
+/**
+ * Redis Cluster hashes only what stands between the FIRST "{" and the first "}" after it, and hashes the whole key
+ * when that is empty; so "{dev}", "cosky-{dev}" and "team-{a}-x" are tagged, while "dev" and "{}{dev}" are not.
+ */
+function hasHashTag(name: string): boolean {
+  const open = name.indexOf("{");
+  if (open < 0) return false;
+  const close = name.indexOf("}", open + 1);
+  return close > open + 1;
+}
 
 /**
  * Contract §2: namespaces are used verbatim as key prefixes, so they must carry a Redis Cluster hash tag;
@@ -15,15 +24,16 @@ const MAX_LENGTH = 256;
  */
 export function checkNamespace(namespace: string, rule: NamespaceRule): void {
   if (!namespace) throw new ConnectError("namespace is required: give a name with a hash tag such as {dev}", Code.InvalidArgument);
-  if (namespace.length > MAX_LENGTH || /[\u0000-\u001f\u007f\s]/.test(namespace)) {
+  if (namespace.length > MAX_LENGTH || /[\u0000-\u001f\u007f\s:]/.test(namespace)) {
+    // ":" separates the namespace from the rest of a key: allowing it would let two namespaces share keys.
     throw new ConnectError(
-      `namespace "${namespace.slice(0, 64)}" is not allowed: use at most ${MAX_LENGTH} characters without spaces or control characters`,
+      `namespace "${namespace.slice(0, 64)}" is not allowed: use at most ${MAX_LENGTH} characters without spaces, ":" or control characters`,
       Code.InvalidArgument,
     );
   }
-  if (rule.requireHashTag && !HASH_TAG.test(namespace)) {
+  if (rule.requireHashTag && !hasHashTag(namespace)) {
     throw new ConnectError(
-      `namespace "${namespace}" has no hash tag: a namespace must contain a non-empty brace-enclosed tag, ` +
+      `namespace "${namespace}" has no hash tag: a namespace must contain a non-empty brace-enclosed tag (its first "{...}" counts), ` +
         `e.g. "{${namespace}}" or "cosky-{${namespace}}", so that all of its keys share one Redis Cluster slot. ` +
         `The server uses names exactly as given and never adds braces: "${namespace}" and "{${namespace}}" are different namespaces.`,
       Code.InvalidArgument,

@@ -1,0 +1,29 @@
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { configSettings } from "@gov/config-service";
+import { envName, loadSettings, readSettingsSources } from "@gov/settings";
+import { describe, expect, it } from "vitest";
+import { gatewaySettings } from "../src/index.js";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+// Both define e.g. `port`, so keep them apart (the gateway's PORT is not the config service's port).
+const defs = [...Object.values(configSettings), ...Object.values(gatewaySettings)];
+
+describe("the documentation cannot drift from the settings", () => {
+  it("every setting the processes read has a row in the README's settings table", () => {
+    const readme = readFileSync(join(root, "README.md"), "utf8");
+    for (const def of defs) expect(readme, def.name).toContain(`| \`${def.name}\``);
+  });
+
+  it("deploy/gov.example.yaml loads and states exactly the defaults", () => {
+    const sources = readSettingsSources({ GOV_CONFIG: join(root, "deploy/gov.example.yaml") });
+    for (const group of [configSettings, gatewaySettings]) {
+      expect(loadSettings(group, sources)).toEqual(loadSettings(group, { file: {}, env: {} }));
+    }
+    // every key in the file is a setting we know (a typo there would silently do nothing)
+    const known = new Set(defs.map((d) => d.name));
+    for (const key of Object.keys(sources.file)) expect(known, key).toContain(key);
+    expect(envName("gov.limits.zip-upload")).toBe("GOV_LIMITS_ZIP_UPLOAD");
+  });
+});
