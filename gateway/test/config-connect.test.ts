@@ -73,5 +73,34 @@ for (const target of storeTargets()) {
         { op: "remove", data: undefined, version: undefined },
       ]);
     });
+
+    it("the REST watch is a text/event-stream of the same messages, and ends when the client leaves", async () => {
+      const n = ns("sse");
+      const base = `${url.url}/v1/namespaces/${encodeURIComponent(n)}/configs/s.yaml`;
+      await fetch(base, { method: "PUT", body: "one" });
+      const ac = new AbortController();
+      const res = await fetch(`${base}/watch`, { signal: ac.signal });
+      expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      const events = () => [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]) as { op: string; config?: { data: string; version: number } });
+      const readUntil = async (count: number) => {
+        while (events().length < count) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          text += value;
+        }
+      };
+      await readUntil(1);
+      await fetch(base, { method: "PUT", body: "two" });
+      await fetch(base, { method: "DELETE" });
+      await readUntil(3);
+      ac.abort();
+      expect(events().map((e) => [e.op, e.config?.data, e.config?.version])).toEqual([
+        ["current", "one", 1],
+        ["set", "two", 2],
+        ["remove", undefined, undefined],
+      ]);
+    });
   });
 }
