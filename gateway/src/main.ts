@@ -1,8 +1,8 @@
 // `npm start`: the all-in-one process. Every service whose URL is not configured runs inside this process (on the
 // embedded store unless REDIS_URL is set), and the gateway serves REST, Connect, gRPC and gRPC-Web on PORT.
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, Transport } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
-import { createConfigBackend, loadConfigSettings, type ConfigBackend } from "@gov/config-service";
+import { createConfigBackend, loadConfigSettings } from "@gov/config-service";
 import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
 import { loadSettings, readSettingsSources } from "@gov/settings";
 import { buildGateway } from "./app.js";
@@ -18,16 +18,16 @@ async function main() {
   const local: ((router: ConnectRouter) => void)[] = [];
   const closers: (() => Promise<void>)[] = [];
 
-  let config: ConfigBackend | undefined;
-  let configTransport;
-  let storeKind: string;
+  // The config service: remote when its URL is set, otherwise inside this process.
   const configSettings = loadConfigSettings(sources);
+  let configTransport: Transport;
+  let storeKind: string;
   if (settings.configServiceUrl) {
     configTransport = remoteTransport(settings.configServiceUrl);
     storeKind = `remote config service at ${settings.configServiceUrl}`;
   } else {
-    config = await createConfigBackend(sources);
-    closers.push(() => config!.close());
+    const config = await createConfigBackend(configSettings);
+    closers.push(() => config.close());
     local.push(config.routes);
     configTransport = inProcessTransport([{ service: ConfigService, impl: config.impl }], interceptors);
     storeKind = config.store.kind === "embedded" ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)" : `${config.store.kind} at ${configSettings.redisUrl}`;

@@ -1,7 +1,7 @@
-import { createClient, type Client, type ConnectRouter } from "@connectrpc/connect";
+import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
-import { createConfigService, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
+import { configRoutes, createConfigService, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
 import { connectRedis } from "@gov/redis";
 import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
@@ -39,9 +39,7 @@ const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 /** The all-in-one wiring of `npm start` (gateway + in-process config service) on a given store. */
 export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS, requireHashTag = true): Promise<TestGateway> {
   const impl = createConfigService({ store, namespaceRule: { requireHashTag }, limits });
-  const routes = (router: ConnectRouter) => {
-    router.service(ConfigService, impl);
-  };
+  const routes = configRoutes(impl);
   const interceptors = [errorInterceptor(logger)];
   const app = await buildGateway({
     services: [{ service: ConfigService, transport: inProcessTransport([{ service: ConfigService, impl }], interceptors) }],

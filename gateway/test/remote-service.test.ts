@@ -1,5 +1,5 @@
 import { ConfigService } from "@gov/api";
-import { configRoutes, createMemoryConfigStore } from "@gov/config-service";
+import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
 import { createLogger, errorInterceptor, serveConnect, type ConnectServer } from "@gov/service-kit";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,7 +13,7 @@ describe("gateway → remote config service over HTTP", () => {
   let gateway: FastifyInstance;
   beforeAll(async () => {
     service = await serveConnect({
-      routes: configRoutes({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS }),
+      routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
       interceptors: [errorInterceptor(logger)],
       port: 0,
       grpcPort: 0,

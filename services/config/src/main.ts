@@ -1,10 +1,10 @@
 // `npm run start:config`: the config service as its own process (Connect, gRPC and gRPC-Web on one port).
 import { createLogger, errorInterceptor, serveConnect } from "@gov/service-kit";
-import { createConfigBackend } from "./create-config-backend.js";
+import { createConfigBackend, loadConfigSettings } from "./create-config-backend.js";
 
 const logger = createLogger("gov.config-service");
 try {
-  const backend = await createConfigBackend();
+  const backend = await createConfigBackend(loadConfigSettings());
   const server = await serveConnect({
     routes: backend.routes,
     interceptors: [errorInterceptor(logger)],

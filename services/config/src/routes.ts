@@ -1,10 +1,9 @@
-import type { ConnectRouter } from "@connectrpc/connect";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
-import { createConfigService, type ConfigServiceDeps } from "./config-service.js";
 
-/** The config service's Connect routes, for any transport (HTTP server or in-process). */
-export function configRoutes(deps: ConfigServiceDeps) {
+/** The config service's Connect routes for an implementation, to mount on any server (HTTP/1.1, h2c). */
+export function configRoutes(impl: ServiceImpl<typeof ConfigService>) {
   return (router: ConnectRouter) => {
-    router.service(ConfigService, createConfigService(deps));
+    router.service(ConfigService, impl);
   };
 }
