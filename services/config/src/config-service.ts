@@ -123,10 +123,9 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       checkVersion(req.version, "version");
       const h = await store.version(req.namespace, req.configId, req.version);
       if (!h) {
-        throw new ConnectError(
-          `config "${req.configId}" in namespace "${req.namespace}" has no archived version ${req.version}: list them with GET .../versions`,
-          Code.NotFound,
-        );
+        const current = await store.get(req.namespace, req.configId);
+        const hint = current?.version === req.version ? "it is the current version: GET the config itself" : "list them with GET .../versions";
+        throw new ConnectError(`config "${req.configId}" in namespace "${req.namespace}" has no archived version ${req.version}: ${hint}`, Code.NotFound);
       }
       return { version: create(ConfigHistorySchema, { ...h, createTime: timestampFromMs(h.createTime), opTime: timestampFromMs(h.opTime) }) };
     },
