@@ -46,7 +46,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
   if (options.connect) {
-    await app.register(fastifyConnectPlugin, { routes: options.connect.routes, interceptors: options.connect.interceptors, grpc: true, grpcWeb: true, connect: true, readMaxBytes: options.limits.maxZipBytes + 1024 });
+    await app.register(fastifyConnectPlugin, { routes: options.connect.routes, interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes: options.limits.maxZipBytes + 1024 });
   }
   return app;
 }

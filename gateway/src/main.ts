@@ -1,9 +1,11 @@
 // `npm start`: the all-in-one process. Every service whose URL is not configured runs inside this process (on the
-// embedded store unless REDIS_URL is set), and the gateway serves REST, Connect, gRPC and gRPC-Web on PORT.
+// embedded store unless REDIS_URL is set). The gateway serves REST on PORT, plus Connect and gRPC-Web for the services
+// it runs; gRPC (h2c) gets its own port, gov.grpc.port.
 import type { ConnectRouter, Transport } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
 import { createConfigBackend, loadConfigSettings } from "@gov/config-service";
 import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
+import { redactRedisUrl } from "@gov/redis";
 import { loadSettings, readSettingsSources } from "@gov/settings";
 import { buildGateway } from "./app.js";
 import { gatewaySettings } from "./settings.js";
@@ -30,7 +32,7 @@ async function main() {
     closers.push(() => config.close());
     local.push(config.routes);
     configTransport = inProcessTransport([{ service: ConfigService, impl: config.impl }], interceptors);
-    storeKind = config.store.kind === "embedded" ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)" : `${config.store.kind} at ${configSettings.redisUrl}`;
+    storeKind = config.store.kind === "embedded" ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)" : `${config.store.kind} at ${redactRedisUrl(configSettings.redisUrl ?? "")}`;
   }
 
   const app = await buildGateway({
@@ -47,7 +49,8 @@ async function main() {
   if (grpc) await grpc.listen({ port: settings.grpcPort, host: settings.host });
   const grpcUrl = grpc ? `http://${shown}:${portOf(grpc)}` : undefined;
   logger.info({ url, grpcUrl, store: storeKind }, "gateway listening");
-  console.log(`\nGovernance platform listening on ${url}  (REST /v1, Connect and gRPC-Web; docs at ${url}/docs)`);
+  const rpc = local.length ? ", Connect and gRPC-Web" : "";
+  console.log(`\nGovernance platform listening on ${url}  (REST /v1${rpc}; docs at ${url}/docs)`);
   if (grpcUrl) console.log(`gRPC (h2c) on ${grpcUrl}`);
   console.log(`Store: ${storeKind}\n`);
 

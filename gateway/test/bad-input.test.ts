@@ -65,4 +65,27 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
       expect([method, routes[i % routes.length], type, r.statusCode < 500], r.body).toEqual([method, routes[i % routes.length], type, true]);
     }
   });
+
+  it("an export whose namespace is not Latin-1 still gets a valid attachment header", async () => {
+    const n = "{开发}";
+    await gw.app.inject({ method: "PUT", url: `/v1/namespaces/${seg(n)}/configs/a`, payload: "x", headers: { "content-type": "text/plain" } });
+    const r = await gw.app.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/export` });
+    expect(r.statusCode).toBe(200);
+    expect(r.headers["content-disposition"]).toMatch(/^attachment; filename="\{__\}_configs_\d+\.zip"; filename\*=UTF-8''%7B%E5%BC%80%E5%8F%91%7D_configs_\d+\.zip$/);
+  });
+
+  it("a refused watch answers its 4xx, not a 200 event stream", async () => {
+    const r = await gw.app.inject({ method: "GET", url: "/v1/namespaces/dev/configs/a/watch" });
+    expect([r.statusCode, r.json().code]).toEqual([400, "invalid_argument"]);
+  });
+
+  it("what a JSON body says wins over the query string", async () => {
+    const r = await gw.app.inject({
+      method: "POST",
+      url: `/v1/namespaces/${seg(n)}/configs?policy=bogus`,
+      payload: JSON.stringify({ importZip: Buffer.from("not a zip").toString("base64"), policy: "skip" }),
+      headers: { "content-type": "application/json" },
+    });
+    expect(r.json().message).toMatch(/not a readable ZIP/); // the body's policy was used, so the archive was the problem
+  });
 });

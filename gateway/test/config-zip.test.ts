@@ -88,12 +88,13 @@ for (const target of storeTargets()) {
 
     it("'..' and absolute entries are rejected, hidden files and folders skipped, nothing written outside the namespace", async () => {
       const n = ns();
-      const file = await zipOf({ "../escape": "x", "/abs": "x", "a/../../b": "x", ".hidden": "x", "dir/": "", "dir/.DS_Store": "x", "ok.yaml": "fine" });
+      const long = "x".repeat(600);
+      const file = await zipOf({ "../escape": "x", "/abs": "x", "a/../../b": "x", ".hidden": "x", "dir/": "", "dir/.DS_Store": "x", "ok.yaml": "fine", [long]: "x", "ctl\u0001": "x" });
       const r = await upload(n, file);
       expect(r.statusCode).toBe(200);
       const byId = Object.fromEntries(r.json().results.map((x: { configId: string; outcome: string }) => [x.configId, x.outcome]));
       expect(byId).toMatchObject({ "ok.yaml": "created", ".hidden": "skipped", "dir/.DS_Store": "skipped" });
-      for (const bad of ["../escape", "a/../../b"]) expect(byId[bad]).toBe("rejected");
+      for (const bad of ["../escape", "a/../../b", long, "ctl\u0001"]) expect(byId[bad]).toBe("rejected"); // same id rules as PUT
       expect(Object.values(byId).filter((o) => o === "rejected").length).toBeGreaterThanOrEqual(2);
       expect(await list(n)).toEqual(["ok.yaml"]);
     });

@@ -1,4 +1,4 @@
-import { create, fromJson, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
+import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import type { RestRoute } from "./rest-routes.js";
@@ -17,11 +17,15 @@ function scalarFromText(field: DescField, text: string): unknown {
       throw invalid(`${field.jsonName} must be true or false, not "${text}"`);
     case ScalarType.INT32:
     case ScalarType.SINT32:
-    case ScalarType.SFIXED32:
-    case ScalarType.UINT32:
-    case ScalarType.FIXED32: {
+    case ScalarType.SFIXED32: {
       const n = /^-?\d{1,10}$/.test(text) ? Number(text) : NaN;
       if (!Number.isInteger(n) || n > 2147483647 || n < -2147483648) throw invalid(`${field.jsonName} must be a whole number, not "${text}"`);
+      return n;
+    }
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32: {
+      const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+      if (!Number.isInteger(n) || n > 4294967295) throw invalid(`${field.jsonName} must be a whole number from 0, not "${text}"`);
       return n;
     }
     case ScalarType.INT64:
@@ -117,8 +121,7 @@ export async function buildRequest(route: RestRoute, req: FastifyRequest): Promi
         if (err instanceof ConnectError || err.statusCode) throw err;
         throw invalid(`the multipart/form-data body is malformed (${err.message})`);
       });
-    }
-    else base = jsonBody(req, schema);
+    } else base = jsonBody(req, schema);
   } else if (route.body) {
     init[route.body.localName] = textBody(req, route.body);
     bound.add(route.body);
@@ -126,7 +129,8 @@ export async function buildRequest(route: RestRoute, req: FastifyRequest): Promi
   const query = req.query as Record<string, string | string[]>;
   for (const [key, value] of Object.entries(query)) {
     const field = fieldByName(schema, key);
-    if (!field || bound.has(field) || init[field.localName] !== undefined) continue; // unknown parameters are ignored
+    // Unknown parameters are ignored; what the body (JSON or form) says wins over the query string.
+    if (!field || bound.has(field) || init[field.localName] !== undefined || (base && isFieldSet(base, field))) continue;
     init[field.localName] = scalarFromText(field, Array.isArray(value) ? value[value.length - 1] : value);
   }
   for (const field of route.pathFields) init[field.localName] = scalarFromText(field, params[field.name]);

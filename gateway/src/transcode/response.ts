@@ -37,6 +37,15 @@ interface HttpBodyChunk {
   data: Uint8Array;
 }
 
+/**
+ * `attachment` with an ASCII fallback name (header values must be Latin-1; namespaces need not be) and the exact
+ * name in RFC 5987 form for clients that read it.
+ */
+function contentDisposition(fileName: string): string {
+  const ascii = fileName.replace(/[^\x20-\x7e]|["\\]/g, "_");
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`;
+}
+
 /** Streams raw HttpBody chunks; headers come from the first message (content type, `fileName` → attachment). */
 export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, stream: AsyncIterable<Message>): Promise<void> {
   const it = stream[Symbol.asyncIterator]();
@@ -48,7 +57,7 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
   reply.raw.statusCode = 200;
   reply.raw.setHeader("Content-Type", (head && pick(head)?.contentType) || "application/octet-stream");
   if (typeof fileName === "string" && fileName) {
-    reply.raw.setHeader("Content-Disposition", `attachment; filename="${fileName.replace(/["\\\r\n]/g, "_")}"; filename*=UTF-8''${encodeURIComponent(fileName)}`);
+    reply.raw.setHeader("Content-Disposition", contentDisposition(fileName));
   }
   reply.hijack();
   const res = reply.raw;
@@ -65,15 +74,21 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
   }
 }
 
-/** Any other server stream is offered as Server-Sent Events: one `data: <json>` event per message. */
+/**
+ * Any other server stream is offered as Server-Sent Events: one `data: <json>` event per message. The first message
+ * is awaited before the 200 goes out, so a request the service refuses (bad namespace, unknown id) gets its proper
+ * 4xx; failures after that arrive as an `event: error`.
+ */
 export async function sendEventStream(route: RestRoute, reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage): Promise<void> {
+  const it = stream[Symbol.asyncIterator]();
+  const first = await it.next();
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
   res.write(": connected\n\n");
   try {
-    for await (const msg of stream) {
-      res.write(`data: ${JSON.stringify(toJson(output, msg, JSON_OPTIONS))}\n\n`);
+    for (let next = first; !next.done; next = await it.next()) {
+      res.write(`data: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`);
     }
   } catch (err) {
     const rest = toRestError(err);

@@ -44,6 +44,11 @@ export interface ConnectOptions {
   redis?: RedisOptions;
 }
 
+/** The URL without its password, for messages and logs. */
+export function redactRedisUrl(url: string): string {
+  return url.replace(/(\/\/[^:@/]*:)[^@/]*@/, "$1***@");
+}
+
 /** Creates the client; it connects in the background. See {@link connectRedis} to wait for it. */
 export function createRedis(url: string, options: ConnectOptions = {}): RedisClient {
   const target = parseRedisUrl(url);
@@ -55,12 +60,18 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
     retryStrategy: (times) => Math.min(times * 100, 2000),
     ...options.redis,
   };
-  if (target.kind === "standalone") return new Redis(target.url, base);
-  return new Cluster(target.nodes, {
-    enableOfflineQueue: !failFast,
-    clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
-    redisOptions: { ...base, username: target.username, password: target.password },
-  });
+  const credentials = { ...(target.kind === "cluster" && target.username ? { username: target.username } : {}), ...(target.kind === "cluster" && target.password ? { password: target.password } : {}) };
+  const client =
+    target.kind === "standalone"
+      ? new Redis(target.url, base)
+      : new Cluster(target.nodes, {
+          enableOfflineQueue: !failFast,
+          clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
+          redisOptions: { ...base, ...credentials },
+        });
+  // Connection errors reach callers as failed commands; without a listener ioredis would also print each retry.
+  client.on("error", () => {});
+  return client;
 }
 
 /** Creates the client and waits until it is ready, so that fail-fast commands do not fail at startup. */
@@ -70,7 +81,7 @@ export async function connectRedis(url: string, options: ConnectOptions & { time
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`Redis at ${url} did not become ready within ${timeoutMs} ms: check REDIS_URL and that the server is up`)),
+        () => reject(new Error(`Redis at ${redactRedisUrl(url)} did not become ready within ${timeoutMs} ms: check REDIS_URL and that the server is up`)),
         timeoutMs,
       );
       client.once("ready", () => {

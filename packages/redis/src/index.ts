@@ -1,1 +1,1 @@
-export { createRedis, connectRedis, parseRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";
+export { createRedis, connectRedis, parseRedisUrl, redactRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";

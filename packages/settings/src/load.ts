@@ -74,7 +74,7 @@ export function loadSettings<D extends Record<string, SettingDef>>(defs: D, sour
     try {
       out[key] = def.parse(raw);
     } catch (err) {
-      const where = fromEnv !== undefined && fromEnv !== "" ? `environment variable ${env}` : `${sources.filePath}`;
+      const where = fromEnv !== undefined && fromEnv !== "" ? `environment variable ${env}` : (sources.filePath ?? "the settings file");
       throw new SettingsError(`setting ${def.name} (from ${where}) is invalid: ${(err as Error).message}`);
     }
   }

@@ -27,7 +27,7 @@ export function parseBoolean(raw: string): boolean {
 
 export function parseInteger(min: number, max = Number.MAX_SAFE_INTEGER): (raw: string) => number {
   return (raw) => {
-    const n = Number(raw.trim());
+    const n = /^\s*-?\d+\s*$/.test(raw) ? Number(raw) : NaN; // plain decimal only: no "", "0x10" or "1e3"
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`"${raw}" is not a whole number from ${min} to ${max}`);
     return n;
   };

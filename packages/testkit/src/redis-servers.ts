@@ -99,11 +99,17 @@ async function killByPid(child: ChildProcess | undefined, port: number): Promise
 /** Starts a standalone `redis-server` on a free loopback port. */
 export async function startRedis(opts: { port?: number; args?: string[] } = {}): Promise<RedisServer> {
   const port = opts.port ?? (await freePort());
-  const dir = mkdtempSync(join(tmpdir(), "gov-redis-"));
+  // Persistence is off, so the server writes nothing: the shared temp folder is a safe working directory.
+  const dir = tmpdir();
   let child: ChildProcess | undefined;
   const start = async () => {
     child = spawnRedis(port, opts.args ?? [], dir);
-    await waitFor(`redis-server on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+    try {
+      await waitFor(`redis-server on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+    } catch (err) {
+      child.kill("SIGKILL"); // never leave a half-started server behind
+      throw err;
+    }
   };
   await start();
   return {

@@ -45,6 +45,16 @@ function checkVersion(version: number, field: string): void {
   }
 }
 
+/** The message of the ConnectError `check` throws, or undefined when it passes. */
+function problemOf(check: () => void): string | undefined {
+  try {
+    check();
+    return undefined;
+  } catch (err) {
+    return err instanceof ConnectError ? err.rawMessage : String(err);
+  }
+}
+
 // Store records are immutable and cached by the stores, so the message made from one can be reused too:
 // a hot config read then allocates nothing here.
 const configMessages = new WeakMap<ConfigRecord, Config>();
@@ -142,6 +152,11 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       for (const entry of entries) {
         if (!("data" in entry)) {
           results.push(create(ImportResultSchema, entry));
+          continue;
+        }
+        const idProblem = problemOf(() => checkConfigId(entry.configId)); // the same id rules as SetConfig
+        if (idProblem) {
+          results.push(create(ImportResultSchema, { configId: entry.configId, outcome: "rejected", reason: idProblem }));
           continue;
         }
         const existing = await store.get(req.namespace, entry.configId);

@@ -1,4 +1,5 @@
-// `npm run start:config`: the config service as its own process (Connect, gRPC and gRPC-Web on one port).
+// `npm run start:config`: the config service as its own process: Connect and gRPC-Web on gov.config-service.port
+// (HTTP/1.1), gRPC on gov.config-service.grpc-port (h2c).
 import { createLogger, errorInterceptor, serveConnect } from "@gov/service-kit";
 import { createConfigBackend, loadConfigSettings } from "./create-config-backend.js";
 
@@ -10,7 +11,7 @@ try {
     interceptors: [errorInterceptor(logger)],
     port: backend.settings.port,
     grpcPort: backend.settings.grpcPort,
-    host: process.env.HOST ?? "127.0.0.1",
+    host: backend.settings.host,
     logger,
     readMaxBytes: backend.settings.maxZipBytes + 1024,
   });

@@ -40,6 +40,12 @@ export const configSettings = {
     default: 8091,
     doc: "HTTP/1.1 port (Connect, gRPC-Web) of the config service when it runs as its own process (`npm run start:config`)",
   } as SettingDef<number>,
+  host: {
+    name: "gov.config-service.host",
+    parse: (raw: string) => raw.trim(),
+    default: "127.0.0.1",
+    doc: "address the config service binds to when it runs as its own process (`0.0.0.0` to serve other hosts)",
+  } as SettingDef<string>,
   grpcPort: {
     name: "gov.config-service.grpc-port",
     parse: parseInteger(0, 65535),
