@@ -24,6 +24,7 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "version 0", method: "GET", url: "/configs/keep/versions/0", status: 400, code: "invalid_argument", message: /at least 1/ },
     { name: "rollback target out of int32 range", method: "PUT", url: "/configs/keep/to/99999999999", status: 400, code: "invalid_argument" },
     { name: "config id with '..' segments", method: "PUT", url: `/configs/${seg("a/../b")}`, payload: "x", status: 400, code: "invalid_argument", message: /"\.\." segments/ },
+    { name: "config id that the export route shadows", method: "PUT", url: "/configs/export", payload: "x", status: 400, code: "invalid_argument", message: /reserved/ },
     { name: "config id with a control character", method: "PUT", url: `/configs/${seg("a\u0001")}`, payload: "x", status: 400, code: "invalid_argument" },
     { name: "unknown route", method: "GET", url: "/nope", status: 404, code: "not_found", message: /\/docs/ },
     { name: "wrong method on a known path", method: "PATCH", url: "/configs/keep", payload: "x", status: 404, code: "not_found" },

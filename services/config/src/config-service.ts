@@ -33,6 +33,10 @@ function checkConfigId(configId: string): void {
   if (configId.length > 512 || /[\u0000-\u001f\u007f]/.test(configId)) {
     throw new ConnectError("config id must be at most 512 characters without control characters", Code.InvalidArgument);
   }
+  if (configId === "export") {
+    // GET .../configs/export is the ZIP export, so a config of that name could be written but never read over REST.
+    throw new ConnectError('"export" is reserved (GET .../configs/export downloads the archive): choose another config id', Code.InvalidArgument);
+  }
   if (configId.startsWith("/") || DOT_SEGMENT.test(configId)) {
     // Ids become ZIP entry names on export; refusing these keeps every export safe to unpack.
     throw new ConnectError(`config id "${configId}" must not start with "/" or contain "." or ".." segments`, Code.InvalidArgument);
