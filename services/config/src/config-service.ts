@@ -196,12 +196,28 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
         create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
-      yield message("current", await store.get(req.namespace, req.configId));
+      const first = await store.get(req.namespace, req.configId);
+      // What the client has seen: events it already has (published before the first read, delivered after) are dropped.
+      let seen = first?.version ?? 0;
+      let present = first !== undefined;
+      yield message("current", first);
       for await (const change of changes) {
+        if (change === "resync") {
+          const now = await store.get(req.namespace, req.configId);
+          seen = Math.max(seen, now?.version ?? 0);
+          present = now !== undefined;
+          yield message("resync", now);
+          continue;
+        }
         if (change.op === "remove") {
+          if (!present) continue;
+          present = false;
           yield message("remove");
           continue;
         }
+        if (change.version <= seen) continue;
+        seen = change.version;
+        present = true;
         // Later changes may already have landed: send the version this event announced, from the history if needed.
         const current = await store.get(req.namespace, req.configId);
         yield message(change.op, current?.version === change.version ? current : await store.version(req.namespace, req.configId, change.version));

@@ -61,8 +61,11 @@ export interface ConfigStore {
   /** Superseded versions, newest first. */
   versions(namespace: string, configId: string): Promise<ConfigVersionInfo[]>;
   version(namespace: string, configId: string, version: number): Promise<ConfigHistoryRecord | undefined>;
-  /** Calls `listener` for every change in any namespace; returns the unsubscribe function. */
-  subscribe(listener: (change: ConfigChange) => void): () => void;
+  /**
+   * Calls `listener` for every change in any namespace; returns the unsubscribe function. `onResync` is called when
+   * the store had lost its event feed and has it back: changes may have been missed, so re-read what you follow.
+   */
+  subscribe(listener: (change: ConfigChange) => void, onResync?: () => void): () => void;
   close(): Promise<void>;
 }
 

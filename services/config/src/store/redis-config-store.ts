@@ -27,6 +27,8 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
   const timeoutMs = options.timeoutMs ?? 3000;
   const cache = createConfigReadCache(options);
   const listeners = new Set<(change: ConfigChange) => void>();
+  const resyncs = new Set<() => void>();
+  let everLive = false;
   const cause = trackConnectionCause(client);
   let closed = false;
 
@@ -66,7 +68,12 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
   const subscription = keepSubscribed(sub, {
     message: onMessage,
     // Events may have been missed while the subscription was down: start from an empty cache either way.
-    live: () => cache.clear(true),
+    live: () => {
+      cache.clear(true);
+      // Back after a loss: tell followers (watches) to re-read, since Pub/Sub does not replay what was missed.
+      if (everLive) for (const r of resyncs) queueMicrotask(r);
+      everLive = true;
+    },
     lost: () => cache.clear(false),
   });
   await Promise.race([subscription.firstLive, sleep(options.subscribeTimeoutMs ?? 5000)]);
@@ -118,15 +125,20 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       const r = JSON.parse(json) as Record<string, string>;
       return { ...toRecord(r), op: r.op as ConfigOp, opTime: Number(r.opTime) };
     },
-    subscribe(listener) {
+    subscribe(listener, onResync) {
       listeners.add(listener);
-      return () => listeners.delete(listener);
+      if (onResync) resyncs.add(onResync);
+      return () => {
+        listeners.delete(listener);
+        if (onResync) resyncs.delete(onResync);
+      };
     },
     async close() {
       if (closed) return;
       closed = true;
       subscription.stop();
       listeners.clear();
+      resyncs.clear();
       cache.clear(false);
       await Promise.all([quitQuietly(sub), quitQuietly(client)]);
     },

@@ -597,7 +597,8 @@ export const WatchConfigRequestSchema: GenMessage<WatchConfigRequest> = /*@__PUR
  */
 export type WatchConfigResponse = Message<"gov.config.v1.WatchConfigResponse"> & {
   /**
-   * current (first message), set, rollback or remove.
+   * current (first message), set, rollback or remove; resync after the server's change feed was interrupted
+   * (changes may have been missed: config is the state as it is now).
    *
    * @generated from field: string op = 1;
    */
