@@ -14,11 +14,11 @@ export interface GatewayOptions {
   services: { service: DescService; transport: Transport }[];
   logger: Logger;
   limits: { maxJsonBody: number; maxZipBytes: number };
-  /** In the all-in-one process: the services' Connect routes, also served on the gateway's port. */
+  /** In the all-in-one process: the services' Connect routes, also served on the gateway's port (gRPC needs h2c). */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[] };
 }
 
-/** Builds the gateway (no listen): the /v1 REST API, /openapi.json, /docs and, optionally, Connect/gRPC. */
+/** Builds the gateway (no listen): the /v1 REST API, /openapi.json, /docs and, optionally, Connect and gRPC-Web. */
 export async function buildGateway(options: GatewayOptions): Promise<FastifyInstance> {
   const app = fastify({
     loggerInstance: options.logger as FastifyBaseLogger,

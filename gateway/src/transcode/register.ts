@@ -1,12 +1,10 @@
-import type { DescService, Message } from "@bufbuild/protobuf";
+import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
-import { ScalarType } from "@bufbuild/protobuf";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { buildRequest } from "./request.js";
 import { isHttpBody, responseBody, sendEventStream, sendHttpBodyStream } from "./response.js";
 import { restRoutesOf, type RestRoute } from "./rest-routes.js";
-
 
 /** A body-"*" rule with a bytes field: REST clients upload that field as a multipart file part. */
 function takesFile(route: RestRoute): boolean {
