@@ -70,8 +70,13 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     // Events may have been missed while the subscription was down: start from an empty cache either way.
     live: () => {
       cache.clear(true);
-      // Back after a loss: tell followers (watches) to re-read, since Pub/Sub does not replay what was missed.
-      if (everLive) for (const r of resyncs) queueMicrotask(r);
+      // Back after a loss: tell followers (watches) to re-read, since Pub/Sub does not replay what was missed —
+      // once the command connection is back too, or their re-read would fail.
+      if (everLive) {
+        const announce = () => resyncs.forEach((r) => queueMicrotask(r));
+        if (client.status === "ready") announce();
+        else (client as EventEmitter).once("ready", announce);
+      }
       everLive = true;
     },
     lost: () => cache.clear(false),
