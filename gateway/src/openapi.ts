@@ -40,7 +40,7 @@ class SchemaBuilder {
       this.components[name] = {}; // placeholder first: messages may refer to themselves
       const properties: Record<string, Schema> = {};
       for (const f of desc.fields) properties[f.jsonName] = this.field(f);
-      this.components[name] = { type: "object", properties, description: undefined };
+      this.components[name] = { type: "object", properties };
     }
     return { $ref: `#/components/schemas/${name}` };
   }

@@ -36,7 +36,7 @@ export interface TestGateway {
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
-/** The all-in-one wiring of `npm start` (gateway + in-process config service) on a given store. */
+/** The all-in-one wiring of `npm start` (gateway + in-process config service) on a given store, which it owns. */
 export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS, requireHashTag = true): Promise<TestGateway> {
   const impl = createConfigService({ store, namespaceRule: { requireHashTag }, limits });
   const routes = configRoutes(impl);
@@ -60,6 +60,7 @@ export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS
     async close() {
       await grpc?.close();
       await app.close();
+      await store.close();
     },
   };
   return gw;

@@ -67,7 +67,7 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport):
         const res = await transport.stream(method, requestSignal(req), undefined, headers, single(input) as never);
         const stream = res.message as AsyncIterable<Message>;
         if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
-        return sendEventStream(route, reply, stream, route.method.output);
+        return sendEventStream(reply, stream, route.method.output);
       }
       const res = await transport.unary(method, undefined, undefined, headers, input as never);
       // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.

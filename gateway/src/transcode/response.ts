@@ -79,7 +79,7 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
  * is awaited before the 200 goes out, so a request the service refuses (bad namespace, unknown id) gets its proper
  * 4xx; failures after that arrive as an `event: error`.
  */
-export async function sendEventStream(route: RestRoute, reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage): Promise<void> {
+export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage): Promise<void> {
   const it = stream[Symbol.asyncIterator]();
   const first = await it.next();
   reply.hijack();

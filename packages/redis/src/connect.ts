@@ -40,6 +40,8 @@ export function parseRedisUrl(url: string): RedisTarget {
 export interface ConnectOptions {
   /** Fail commands fast while disconnected instead of queueing them (default true: callers get a 503 at once). */
   failFast?: boolean;
+  /** Longest a command may wait for its reply before it fails with "Command timed out" (default 3000 ms). */
+  commandTimeoutMs?: number;
   /** Extra ioredis options for each connection. */
   redis?: RedisOptions;
 }
@@ -57,6 +59,8 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
     // Keep reconnecting forever, but never let a command wait in an offline queue for a server that is gone.
     enableOfflineQueue: !failFast,
     maxRetriesPerRequest: failFast ? 1 : 20,
+    // A server that accepts the connection but never answers must not hang callers either.
+    commandTimeout: options.commandTimeoutMs ?? 3000,
     retryStrategy: (times) => Math.min(times * 100, 2000),
     ...options.redis,
   };

@@ -32,12 +32,17 @@ export interface ConnectServer {
  * one port in Node without reading the first bytes in JavaScript, which halves HTTP/1.1 throughput (measured), so
  * gRPC gets a port of its own.
  */
-export async function createH2cServer(options: ConnectRoutesOptions): Promise<FastifyInstance> {
+export function createH2cServer(options: ConnectRoutesOptions): Promise<FastifyInstance> {
+  return connectApp(options, true);
+}
+
+async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promise<FastifyInstance> {
   const app = fastify({
-    http2: true,
+    http2: http2 as false, // one code path for both; fastify's overloads want a literal
     loggerInstance: options.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
-    // Node 20 does not end open h2 sessions on close(); without this, shutdown waits for clients forever.
+    // Streams never finish on their own, and Node 20 does not end open h2 sessions on close(): without this,
+    // shutdown would wait for clients forever.
     forceCloseConnections: true,
   });
   await app.register(fastifyConnectPlugin, { routes: options.routes, interceptors: options.interceptors, readMaxBytes: options.readMaxBytes });
@@ -49,17 +54,12 @@ const urlOf = (app: FastifyInstance, host: string) => `http://${host}:${(app.ser
 /** Serves a service's Connect routes: Connect + gRPC-Web on `port` (HTTP/1.1), gRPC on `grpcPort` (h2c). */
 export async function serveConnect(options: ServeConnectOptions): Promise<ConnectServer> {
   const host = options.host ?? "127.0.0.1";
-  const h1 = fastify({
-    forceCloseConnections: true, // streams never finish on their own: close must end them
-    loggerInstance: options.logger as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
-  });
-  await h1.register(fastifyConnectPlugin, { routes: options.routes, interceptors: options.interceptors, readMaxBytes: options.readMaxBytes });
-  const h2 = await createH2cServer(options);
+  const h1 = await connectApp(options, false);
+  const h2 = await connectApp(options, true);
   await h1.listen({ port: options.port, host });
   await h2.listen({ port: options.grpcPort, host });
   return {
-    url: urlOf(h1 as unknown as FastifyInstance, host),
+    url: urlOf(h1, host),
     grpcUrl: urlOf(h2, host),
     close: async () => {
       await Promise.all([h1.close(), h2.close()]);

@@ -43,7 +43,8 @@ export function readSettingsSources(env: Record<string, string | undefined> = pr
   const explicit = env.GOV_CONFIG || undefined;
   const filePath = explicit ?? `${cwd}/gov.yaml`;
   const file: Record<string, string> = {};
-  if (existsSync(filePath)) {
+  const exists = existsSync(filePath);
+  if (exists) {
     let doc: unknown;
     try {
       doc = parseYaml(readFileSync(filePath, "utf8"));
@@ -54,7 +55,7 @@ export function readSettingsSources(env: Record<string, string | undefined> = pr
   } else if (explicit) {
     throw new SettingsError(`GOV_CONFIG names ${explicit}, which does not exist`);
   }
-  return { file, filePath: existsSync(filePath) ? filePath : undefined, env };
+  return { file, filePath: exists ? filePath : undefined, env };
 }
 
 /**

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { envName, loadSettings, parseBytes, parseDuration, parseEnum, readSettingsSources, type SettingDef } from "../src/index.js";
+import { envName, loadSettings, parseBytes, parseDuration, parseEnum, parseInteger, readSettingsSources, type SettingDef } from "../src/index.js";
 
 const defs = {
   ttl: { name: "sec.jwt.token-validity.refresh", parse: parseDuration, default: 10_800_000, doc: "" } as SettingDef<number>,
@@ -24,6 +24,9 @@ describe("settings", () => {
     expect(() => parseDuration("soon")).toThrow(/not a duration/);
     expect(parseBytes("1MiB")).toBe(1_048_576);
     expect(parseBytes("16MB")).toBe(16_000_000);
+    const port = parseInteger(0, 65535);
+    expect(port(" 8080 ")).toBe(8080);
+    for (const bad of ["", "0x10", "1e3", "8.5", "70000"]) expect(() => port(bad)).toThrow(/whole number from 0 to 65535/);
   });
 
   it("env beats the YAML file, which beats the default; nested and dotted YAML keys both work", () => {

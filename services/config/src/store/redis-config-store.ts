@@ -8,8 +8,6 @@ import { EVENT_PATTERN, configKeys, defineConfigScripts, eventChannel, parseChan
 export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadCacheOptions {
   /** "redis" or "redis-cluster"; detected from the client when omitted. */
   kind?: string;
-  /** Longest a call may wait for Redis before failing with StoreUnavailableError (default 3000 ms). */
-  timeoutMs?: number;
   /** How long creation waits for the change subscription (default 5000 ms); until it is live, reads are not cached. */
   subscribeTimeoutMs?: number;
 }
@@ -24,7 +22,6 @@ export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadC
 export async function createRedisConfigStore(client: RedisClient, options: RedisConfigStoreOptions): Promise<ConfigStore> {
   defineConfigScripts(client);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
-  const timeoutMs = options.timeoutMs ?? 3000;
   const cache = createConfigReadCache(options);
   const listeners = new Set<(change: ConfigChange) => void>();
   const resyncs = new Set<() => void>();
@@ -32,19 +29,16 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
   const cause = trackConnectionCause(client);
   let closed = false;
 
-  /** Runs one Redis call: bounded in time, connection failures turned into StoreUnavailableError. */
+  /**
+   * Runs one Redis call, turning connection failures into StoreUnavailableError. Time bounds come from the client's
+   * own `commandTimeout` (connectRedis sets it), so a silent server fails the call too.
+   */
   const call = async <T>(run: () => Promise<T>): Promise<T> => {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no reply within ${timeoutMs} ms`)), timeoutMs);
-    });
     try {
-      return await Promise.race([run(), deadline]);
+      return await run();
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       throw new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? plainCause(err as Error)}): retry when it is back`, { cause: err });
-    } finally {
-      clearTimeout(timer);
     }
   };
 
@@ -225,7 +219,7 @@ function subscriberConnectionOf(sub: RedisClient): Redis | RedisClient {
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 const CONNECTION_MESSAGES =
-  /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|no reply within|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+  /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
 
 /** Errors that mean "Redis cannot be reached right now"; script and logic errors are not among them. */
 export function isConnectionError(err: unknown): boolean {
