@@ -77,7 +77,7 @@ export class CompositeIdGenerator implements IdGenerator {
   }
 
   private onTick(ts: number): void {
-    this.source.assertUsable();
+    this.source.assertUsable(ts);
     const m = this.source.machineId;
     if (m < 0 || m > 2 ** MACHINE_BIT - 1) throw new InvalidSettingError("machineId", `${m} is outside 0..${2 ** MACHINE_BIT - 1}`);
     this.prefix = radix62Fixed(ts, TIMESTAMP_CHARS) + radix62Fixed(m, MACHINE_CHARS);

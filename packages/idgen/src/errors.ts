@@ -6,6 +6,7 @@
 export type IdGenErrorCode =
   | "MACHINE_ID_LOST"
   | "MACHINE_ID_OVERFLOW"
+  | "LEASE_REQUEST_TIMEOUT"
   | "CLOCK_BACKWARDS"
   | "CLOCK_TOO_MANY_BACKWARDS"
   | "CLOCK_STALLED"
@@ -41,6 +42,17 @@ export class MachineIdOverflowException extends IdGenError {
   constructor(message: string) {
     super("MACHINE_ID_OVERFLOW", message);
     this.name = "MachineIdOverflowException";
+  }
+}
+
+/**
+ * A lease request (distribute or renew) got no answer within `requestTimeoutMs`. For a renewal this is a failed
+ * renewal (`Guard Failed`, health DOWN); the lease stays usable until its stop deadline.
+ */
+export class LeaseRequestTimeoutError extends IdGenError {
+  constructor(message: string) {
+    super("LEASE_REQUEST_TIMEOUT", message);
+    this.name = "LeaseRequestTimeoutError";
   }
 }
 
@@ -124,6 +136,7 @@ export const errorClasses = [
   IdGenError,
   MachineIdLostException,
   MachineIdOverflowException,
+  LeaseRequestTimeoutError,
   ClockBackwardsException,
   ClockTooManyBackwardsException,
   ClockStalledError,

@@ -72,6 +72,7 @@ export async function startIdGen(config: IdGenConfig, opts: StartIdGenOptions = 
         initialDelayMs: machine.guarder.initialDelayMs,
         delayMs: machine.guarder.delayMs,
         retryDelayMs: machine.guarder.retryDelayMs,
+        requestTimeoutMs: machine.guarder.requestTimeoutMs,
         // guarder off: nothing renews, so nothing may ever be recycled and the stop rule never fires
         safeGuardMs: machine.guarder.enabled ? machine.guarder.safeGuardMs : Number.MAX_SAFE_INTEGER / 4,
         autoRenew: machine.guarder.enabled,

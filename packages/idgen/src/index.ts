@@ -59,6 +59,7 @@ export {
   IdGenError,
   MachineIdLostException,
   MachineIdOverflowException,
+  LeaseRequestTimeoutError,
   ClockBackwardsException,
   ClockTooManyBackwardsException,
   ClockStalledError,

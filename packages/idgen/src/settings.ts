@@ -15,7 +15,7 @@ export interface IdGenConfig {
     machineBit: number;
     instanceId: string | undefined;
     port: number | undefined;
-    guarder: { enabled: boolean; initialDelayMs: number; delayMs: number; retryDelayMs: number; safeGuardMs: number };
+    guarder: { enabled: boolean; initialDelayMs: number; delayMs: number; retryDelayMs: number; requestTimeoutMs: number; safeGuardMs: number };
     clockBackwards: { spinThresholdMs: number; brokenThresholdMs: number };
   };
   snowflake: { enabled: boolean; safeJavascript: boolean; epoch: number; timestampBit: number; sequenceBit: number; converter: ConverterType; prefix: string; suffix: string };
@@ -69,6 +69,7 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
   const s = settings;
   const safeJavascript = bool(s, "idgen.snowflake.safe-javascript", false);
   const delayMs = duration(s, "idgen.machine.guarder.delay", "1m");
+  const retryDelayMs = duration(s, "idgen.machine.guarder.retry-delay", `${Math.min(delayMs, 10_000)}ms`);
   const safeGuardMs = duration(s, "idgen.machine.guarder.safe-guard-duration", "5m");
   const machineBit = int(s, "idgen.machine.machine-bit", safeJavascript ? 3 : 10, 1, 20);
   const config: IdGenConfig = {
@@ -84,7 +85,8 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
         enabled: bool(s, "idgen.machine.guarder.enabled", true),
         initialDelayMs: duration(s, "idgen.machine.guarder.initial-delay", "1m"),
         delayMs,
-        retryDelayMs: duration(s, "idgen.machine.guarder.retry-delay", `${Math.min(delayMs, 10_000)}ms`),
+        retryDelayMs,
+        requestTimeoutMs: duration(s, "idgen.machine.guarder.request-timeout", `${Math.min(retryDelayMs, 5_000)}ms`),
         safeGuardMs,
       },
       clockBackwards: {

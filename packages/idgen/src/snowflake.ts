@@ -106,7 +106,7 @@ abstract class SnowflakeBase<T extends bigint | number> implements IdGenerator {
   protected abstract setHigh(diff: number, machineId: number): void;
 
   private onTick(ts: number): void {
-    this.source.assertUsable();
+    this.source.assertUsable(ts);
     if (this.source.version !== this.sourceVersion) {
       this.checkMachineId(this.source.machineId);
       this.machineId = this.source.machineId;

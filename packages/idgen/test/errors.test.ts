@@ -11,6 +11,7 @@ describe("error catalogue", () => {
     const samples: api.IdGenError[] = [
       new api.MachineIdLostException("x"),
       new api.MachineIdOverflowException("x"),
+      new api.LeaseRequestTimeoutError("x"),
       new api.ClockBackwardsException(5, 1),
       new api.ClockTooManyBackwardsException(900, 500, 1),
       new api.ClockStalledError("x"),

@@ -66,6 +66,21 @@ for (const target of redisTargets()) {
       expect(() => g.nextId()).toThrow(MachineIdLostException);
     });
 
+    it("a recycled id's next owner must start after the stalest owner's stop deadline, not after its last renewal", async () => {
+      const ns = uniqueNamespace("recycle-stamp");
+      const d = redisMachineIdDistributor(client);
+      const req = (instanceId: string, now: number) => ({ namespace: ns, instanceId, machineBit: 1, safeGuardMs: 200, now });
+      const t0 = Date.now();
+      const a = await d.distribute(req("a", t0));
+      await d.distribute(req("b", t0 + 5));
+      await d.guard({ namespace: ns, instanceId: "b", machineId: 1 - a.machineId, now: t0 + 5 });
+      await new Promise((r) => setTimeout(r, 250)); // a (and b) not renewed for longer than T = 200 ms
+      const c = await d.distribute(req("c", Date.now()));
+      expect(c.machineId).toBe(a.machineId); // the stalest lease is recycled
+      // a may have issued ids until its stop rule fired: T − min(10 s, T/10) = 180 ms after its last renewal
+      expect(c.lastTimestamp).toBe(t0 + 180);
+    });
+
     it("renews on a timer and records each renewal in state; debug shows distribution and renewal", async () => {
       const ns = uniqueNamespace("renew");
       const logs = captureLogs();

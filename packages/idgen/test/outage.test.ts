@@ -1,4 +1,5 @@
 import { connectRedis, type RedisClient } from "@gov/redis";
+import { Redis } from "ioredis";
 import { startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
@@ -129,5 +130,48 @@ describe.skipIf(inject("redisSkipReason"))("Redis outage", () => {
     await lease.revert();
     expect(logs.find("error", "Revert machine id of [host:1] failed")).toHaveLength(1);
     await server.start();
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without a command timeout", () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await startRedis();
+  });
+  afterAll(async () => {
+    if (server?.pid) process.kill(server.pid, "SIGCONT");
+    await server?.stop();
+  });
+
+  it("the guard bounds its own renewal: Guard Failed within one attempt, UP again once Redis thaws", async () => {
+    // a plain ioredis client: no commandTimeout, so a frozen server would make a renewal wait forever
+    const client = new Redis(server.url, { maxRetriesPerRequest: null });
+    client.on("error", () => {});
+    try {
+      const logs = captureLogs();
+      const lease = await MachineLease.acquire({
+        namespace: uniqueNamespace("frozen"),
+        instanceId: "host:frozen",
+        machineBit: 4,
+        distributor: redisMachineIdDistributor(client),
+        autoRenew: false,
+        requestTimeoutMs: 300,
+        safeGuardMs: 60_000,
+        logger: logs.logger,
+      });
+      process.kill(server.pid!, "SIGSTOP"); // the server stops answering but keeps the connection open
+      const started = performance.now();
+      await lease.renew();
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(lease.state()).toMatchObject({ status: "DOWN", consecutiveFailures: 1 });
+      expect(lease.state().lastError).toMatch(/^LeaseRequestTimeoutError: machine id renewal got no answer from the redis store within 300 ms/);
+      expect(logs.find("error", "Guard Failed")).toHaveLength(1);
+      process.kill(server.pid!, "SIGCONT");
+      await lease.renew();
+      expect(lease.state()).toMatchObject({ status: "UP", lastError: null });
+      await lease.revert();
+    } finally {
+      client.disconnect();
+    }
   });
 });

@@ -19,7 +19,7 @@ describe("idgenConfigFromSettings", () => {
       distributorType: undefined, // redis when a client is given, else manual
       machineId: 0,
       machineBit: 10,
-      guarder: { enabled: true, initialDelayMs: 60_000, delayMs: 60_000, retryDelayMs: 10_000, safeGuardMs: 300_000 },
+      guarder: { enabled: true, initialDelayMs: 60_000, delayMs: 60_000, retryDelayMs: 10_000, requestTimeoutMs: 5_000, safeGuardMs: 300_000 },
       clockBackwards: { spinThresholdMs: 1, brokenThresholdMs: 500 },
     });
     expect(c.generator.enabled).toBe(true);

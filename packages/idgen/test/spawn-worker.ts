@@ -12,9 +12,9 @@ export interface Worker {
   exited: Promise<number | null>;
 }
 
-/** Runs `fixtures/<script>` with tsx in its own process. */
+/** Runs `fixtures/<script>` with tsx in its own process (stdin is a pipe, for a "go" line to start workers together). */
 export function spawnWorker(script: string, args: string[]): Worker {
-  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", join(fixtures, script), ...args], { stdio: ["pipe", "pipe", "pipe"] });
   const lines: string[] = [];
   let buf = "";
   const waiters: { prefix: string; resolve: (l: string) => void }[] = [];

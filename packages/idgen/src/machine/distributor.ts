@@ -33,12 +33,19 @@ export interface MachineIdDistributor {
   revert(req: LeaseRequest): Promise<void>;
 }
 
-/** `manual`: one configured id; nothing to renew or release. Running two processes with the same id is on you. */
+/**
+ * `manual`: one configured id; nothing to renew. Running two processes with the same id is on you. A release is
+ * remembered in the process, so that a lease re-acquired here right after a revert still starts after the last tick
+ * the released lease recorded.
+ */
 export function manualDistributor(machineId: number): MachineIdDistributor {
+  let releasedAt = 0;
   return {
     type: "manual",
-    distribute: async () => ({ machineId, lastTimestamp: 0 }),
+    distribute: async () => ({ machineId, lastTimestamp: releasedAt }),
     guard: async () => true,
-    revert: async () => {},
+    revert: async (req) => {
+      releasedAt = Math.max(releasedAt, req.now);
+    },
   };
 }

@@ -1,6 +1,6 @@
 import { channels, publish } from "../channels.js";
 import { monotonicNow, systemClock, type Clock, type MonotonicNow } from "../clock.js";
-import { ClockTooManyBackwardsException, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
+import { ClockTooManyBackwardsException, LeaseRequestTimeoutError, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
 import { defaultIdGenLogger, type IdGenLogger } from "../logger.js";
 import type { MachineIdDistributor } from "./distributor.js";
 import type { MachineIdSource } from "./machine-id-source.js";
@@ -20,6 +20,12 @@ export interface MachineLeaseOptions {
   safeGuardMs?: number;
   /** A new owner waits out a previous owner's later timestamp up to this; beyond it distribution fails (500 ms). */
   brokenThresholdMs?: number;
+  /**
+   * Longest a single store request (distribute, renew) may take before it counts as failed (default
+   * `min(retryDelay, 5 s)`). The lease bounds its own requests: a client without a command timeout talking to a
+   * frozen store must still report `Guard Failed` at the first renewal, not stay UP until it jumps to LOST.
+   */
+  requestTimeoutMs?: number;
   clock?: Clock;
   monotonic?: MonotonicNow;
   logger?: IdGenLogger;
@@ -69,7 +75,7 @@ function errorText(err: unknown): string {
 export class MachineLease implements MachineIdSource {
   machineId = -1;
   version = 0;
-  private readonly o: Required<Omit<MachineLeaseOptions, "retryDelayMs">> & { retryDelayMs: number };
+  private readonly o: Required<MachineLeaseOptions>;
   private readonly stopAfter: number;
   private status: LeaseStatus = "UP";
   private distributedAt = 0;
@@ -82,9 +88,12 @@ export class MachineLease implements MachineIdSource {
   private readonly renewals = { success: 0, failure: 0, lost: 0 };
   private timer: NodeJS.Timeout | undefined;
   private renewing: Promise<void> | undefined;
+  /** The latest tick a generator issued ids in under this lease; a release hands the next owner a time past it. */
+  private highestTick = 0;
 
   private constructor(opts: MachineLeaseOptions) {
     const delayMs = opts.delayMs ?? 60_000;
+    const retryDelayMs = opts.retryDelayMs ?? Math.min(delayMs, 10_000);
     // explicit `??` per field: an option passed as `undefined` must still get its default
     this.o = {
       namespace: opts.namespace,
@@ -93,9 +102,10 @@ export class MachineLease implements MachineIdSource {
       distributor: opts.distributor,
       initialDelayMs: opts.initialDelayMs ?? 60_000,
       delayMs,
-      retryDelayMs: opts.retryDelayMs ?? Math.min(delayMs, 10_000),
+      retryDelayMs,
       safeGuardMs: opts.safeGuardMs ?? 300_000,
       brokenThresholdMs: opts.brokenThresholdMs ?? 500,
+      requestTimeoutMs: opts.requestTimeoutMs ?? Math.min(retryDelayMs, 5_000),
       clock: opts.clock ?? systemClock,
       monotonic: opts.monotonic ?? monotonicNow,
       logger: opts.logger ?? defaultIdGenLogger(),
@@ -120,12 +130,13 @@ export class MachineLease implements MachineIdSource {
     return this.o.instanceId;
   }
 
-  assertUsable(): void {
+  assertUsable(tick?: number): void {
     if (this.status === "LOST" || this.status === "REVERTED") throw this.lostError();
     if (this.o.monotonic() - this.lastRenewalMono >= this.stopAfter) {
       this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
       throw this.lostError();
     }
+    if (tick !== undefined && tick > this.highestTick) this.highestTick = tick;
   }
 
   /** Plain, current state (also flips to LOST when the stop deadline has passed). */
@@ -177,7 +188,7 @@ export class MachineLease implements MachineIdSource {
     if (wasLost) return; // not ours any more: releasing it could free an id another instance now holds
     const { namespace, instanceId } = this.o;
     try {
-      await this.o.distributor.revert({ namespace, instanceId, machineId: this.machineId, now: this.o.clock.now() });
+      await this.o.distributor.revert({ namespace, instanceId, machineId: this.machineId, now: this.lastUsedAt() });
       this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
       this.emit("reverted");
     } catch (err) {
@@ -189,7 +200,7 @@ export class MachineLease implements MachineIdSource {
   private async distribute(): Promise<void> {
     const { namespace, instanceId, machineBit, safeGuardMs, distributor, clock, logger } = this.o;
     const sentMono = this.o.monotonic();
-    const st = await distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: clock.now() });
+    const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick) }));
     if (st.machineId < 0 || st.machineId > 2 ** machineBit - 1) {
       throw new MachineIdOverflowException(`InstanceId:[${instanceId}] - distribution failed - totalMachineIds:[${2 ** machineBit}] in namespace [${namespace}]`);
     }
@@ -202,8 +213,8 @@ export class MachineLease implements MachineIdSource {
         await distributor.revert({ namespace, instanceId, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
         throw new ClockTooManyBackwardsException(backwards, this.o.brokenThresholdMs, st.lastTimestamp);
       }
-      await new Promise((r) => setTimeout(r, backwards));
     }
+    await this.waitPast(st.lastTimestamp);
     if (st.machineId !== this.machineId) this.version++;
     this.machineId = st.machineId;
     this.status = "UP";
@@ -216,13 +227,39 @@ export class MachineLease implements MachineIdSource {
     this.emit("distributed");
   }
 
+  /**
+   * Returns once the clock shows a tick strictly after `lastTimestamp`, the last tick the previous owner of the id may
+   * have used: issuing in that very tick (same host, same millisecond) would repeat its ids. Re-reads the clock after
+   * every wait because timers may fire early and clocks may step.
+   */
+  private async waitPast(lastTimestamp: number): Promise<void> {
+    for (let now = this.o.clock.now(); now <= lastTimestamp; now = this.o.clock.now()) {
+      await new Promise((r) => setTimeout(r, lastTimestamp - now + 1));
+    }
+  }
+
+  /** The time a release or renewal records as this owner's last: past every tick a generator used. */
+  private lastUsedAt(): number {
+    return Math.max(this.o.clock.now(), this.highestTick);
+  }
+
+  /** `request`, or a rejection once it has taken `requestTimeoutMs` (its late outcome is ignored). */
+  private bounded<T>(what: string, request: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new LeaseRequestTimeoutError(`machine id ${what} got no answer from the ${this.o.distributor.type} store within ${this.o.requestTimeoutMs} ms`)), this.o.requestTimeoutMs);
+    });
+    request.catch(() => {}); // a late failure of an abandoned request must not surface as an unhandled rejection
+    return Promise.race([request, timeout]).finally(() => clearTimeout(timer));
+  }
+
   private async doRenew(): Promise<void> {
     if (this.status === "LOST" || this.status === "REVERTED") return;
     const { namespace, instanceId, clock, logger } = this.o;
     const sentMono = this.o.monotonic();
     const attemptAt = clock.now();
     try {
-      const ours = await this.o.distributor.guard({ namespace, instanceId, machineId: this.machineId, now: attemptAt });
+      const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick) }));
       if (this.status !== "UP" && this.status !== "DOWN") return; // reverted meanwhile
       if (!ours) {
         this.renewals.lost++;

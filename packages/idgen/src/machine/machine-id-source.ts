@@ -7,8 +7,12 @@ export interface MachineIdSource {
   readonly machineId: number;
   /** Bumped whenever `machineId` changes. */
   readonly version: number;
-  /** Throws `MachineIdLostException` when the lease may no longer be ours. */
-  assertUsable(): void;
+  /**
+   * Throws `MachineIdLostException` when the lease may no longer be ours. Generators call it once per tick with the
+   * tick (epoch ms) they are about to issue ids in, so that a release can hand the next owner a time strictly
+   * past every tick this owner used — even a tick ahead of the wall clock (clock-backwards spin, sequence overflow).
+   */
+  assertUsable(tick?: number): void;
 }
 
 /** A machine id that never changes and never gets lost (`manual` distributor). */

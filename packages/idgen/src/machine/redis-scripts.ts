@@ -65,7 +65,8 @@ while adder < maxId do
   redis.call('SET', KEYS[2], adder)
   if not held[adder] then return hold(adder, 0) end
 end
--- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock)
+-- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock). Its owner may have issued ids
+--    until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
 local staleField, staleId, staleAt, staleStamp
 for i = 1, #all, 2 do
   local id, leaseAt, stamp = parse(all[i + 1])
@@ -75,7 +76,7 @@ for i = 1, #all, 2 do
 end
 if staleField then
   redis.call('HDEL', KEYS[1], staleField)
-  return hold(staleId, staleStamp)
+  return hold(staleId, staleStamp + safeGuard - math.min(10000, math.floor(safeGuard / 10)))
 end
 return {-1, -1}
 `,
