@@ -1,20 +1,27 @@
 /**
- * Config hot paths over REST: GET and PUT of one config, on the embedded store and on Redis, next to a bare Fastify
- * route that returns the same JSON — all measured in this run, each server in its own process, autocannon here.
+ * Config hot paths over REST, measured with wrk (the house load generator, `-c32`): GET and PUT of one config on the
+ * embedded store and on Redis, next to the house baselines measured in the same run — a bare Fastify GET route
+ * returning the same JSON, and a bare Fastify PUT route doing one ioredis HSET against the same Redis. Every server
+ * runs in its own process; every PUT carries new content, so each one writes a new version.
+ *
+ * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5; about 2.5 minutes in all) size the run; BENCH_PROFILE=<dir>
+ * runs the gateways with `node --cpu-prof` and writes their profiles there (open them in Chrome DevTools or speedscope).
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import autocannon from "autocannon";
+import { promisify } from "node:util";
 import { startRedis } from "@gov/testkit";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const DURATION = Number(process.env.BENCH_SECONDS ?? 4);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 32;
+const PROFILE_DIR = process.env.BENCH_PROFILE;
 const NS = "%7Bbench%7D";
 const CONFIG = "server:\n  port: 8080\n  name: orders\nfeatures:\n  - a\n  - b\n".repeat(4);
+const WRK_SCRIPT = join(root, "bench/fixtures/wrk-report.lua");
 
 interface Server {
   child: ChildProcess;
@@ -25,21 +32,25 @@ const running = new Set<ChildProcess>();
 // A failed measurement must not leave servers behind.
 process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")));
 
-async function startServer(script: string, env: Record<string, string>): Promise<Server> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, script)], {
+async function startServer(script: string, env: Record<string, string>, profile = false): Promise<Server> {
+  const prof = profile && PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
+  const child = spawn(process.execPath, [...prof, "--import", "tsx", join(root, script)], {
     cwd: root,
-    env: { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
   });
   running.add(child);
   child.once("exit", () => running.delete(child));
   let out = "";
   return new Promise((resolve, reject) => {
-    child.stdout!.on("data", (d) => {
+    // The startup banner goes to stdout at a terminal, else to stderr: read both.
+    const scan = (d: Buffer) => {
       out += d;
       const m = /listening on (http:\/\/\S+)/.exec(out);
       if (m) resolve({ child, url: m[1] });
-    });
+    };
+    child.stdout!.on("data", scan);
+    child.stderr!.on("data", scan);
     child.once("exit", (code) => reject(new Error(`${script} exited with ${code}: ${out}`)));
   });
 }
@@ -49,23 +60,38 @@ function rssMb(pid: number): number {
   return m ? Math.round(Number(m[1]) / 1024) : NaN;
 }
 
-async function load(url: string, method: "GET" | "PUT", seconds = DURATION) {
-  let i = 0;
-  const result = await autocannon({
-    url,
-    method,
-    connections: CONNECTIONS,
-    duration: seconds,
-    headers: { "content-type": "text/plain" },
-    // PUTs alternate between two contents so every request writes a new version.
-    setupClient: method === "PUT" ? (client) => client.setBody(`${CONFIG}# ${i++ % 2}`) : undefined,
-    requests: method === "PUT" ? [{ setupRequest: (req) => ({ ...req, body: `${CONFIG}# ${i++ % 2}` }) }] : undefined,
+/** CPU time (user + system) a process has used so far, in microseconds. */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100; // USER_HZ: 100 on every Linux build Node supports
+
+interface Sample {
+  rps: number;
+  p99: number; // ms
+  /** CPU the server process and Redis spent per request (µs): less sensitive than req/s to other load on the host. */
+  cpu: number;
+  /** The same, per process (server, then Redis). */
+  cpuParts: number[];
+}
+
+/** One wrk run (one thread: the server under test and Redis need the other cores more than the load generator). */
+async function load(url: string, method: "GET" | "PUT", seconds = DURATION, pids: number[] = []): Promise<Sample> {
+  const cpuBefore = pids.map(cpuMicros);
+  const { stdout } = await promisify(execFile)("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", WRK_SCRIPT, url], {
+    env: { ...process.env, BENCH_METHOD: method, BENCH_CONTENT: CONFIG },
   });
-  if (result.non2xx > 0 || result.errors > 0) throw new Error(`${method} ${url}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return { rps: result.requests.average, p99: result.latency.p99 };
+  const line = /WRK_JSON (\{.*\})/.exec(stdout);
+  if (!line) throw new Error(`wrk printed no summary for ${method} ${url}:\n${stdout}`);
+  const r = JSON.parse(line[1]) as { requests: number; durationUs: number; p99Us: number; statusErrors: number; socketErrors: number };
+  if (r.statusErrors > 0 || r.socketErrors > 0) throw new Error(`${method} ${url}: ${r.statusErrors} non-2xx, ${r.socketErrors} socket errors`);
+  const cpuParts = pids.map((pid, i) => (cpuMicros(pid) - cpuBefore[i]) / r.requests);
+  return { rps: r.requests / (r.durationUs / 1e6), p99: r.p99Us / 1000, cpu: cpuParts.reduce((a, b) => a + b, 0), cpuParts };
 }
 
 async function stop(s: Server) {
+  if (s.child.exitCode !== null) return;
   const exited = new Promise((r) => s.child.once("exit", r));
   s.child.kill("SIGTERM");
   await exited;
@@ -73,57 +99,97 @@ async function stop(s: Server) {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-/** Rounds interleave the servers so that machine noise hits all of them alike; each row reports its median round. */
-async function measure(servers: { name: string; url: string }[], method: "GET" | "PUT") {
-  const samples = new Map(servers.map((s) => [s.name, [] as { rps: number; p99: number }[]]));
+interface Target {
+  name: string;
+  url: string;
+  method: "GET" | "PUT";
+  /** Name of the row this one is compared with. */
+  baseline: string;
+  /** Processes whose CPU time is charged to the requests: the server, and Redis when it is used. */
+  pids: number[];
+}
+
+/**
+ * Rounds interleave the rows so that machine noise (other work on a shared host) hits all of them alike. Each row
+ * reports its median rate and median p99, and its ratio is the median of its per-round ratios to its baseline.
+ */
+async function measure(targets: Target[]) {
+  const key = (name: string, method: string) => `${method} ${name}`;
+  const samples = new Map(targets.map((t) => [key(t.name, t.method), [] as Sample[]]));
   for (let round = 0; round < ROUNDS; round++) {
-    for (const s of servers) samples.get(s.name)!.push(await load(s.url, method));
+    for (const t of targets) samples.get(key(t.name, t.method))!.push(await load(t.url, t.method, DURATION, t.pids));
   }
-  return new Map([...samples].map(([name, xs]) => [name, { rps: median(xs.map((x) => x.rps)), p99: median(xs.map((x) => x.p99)) }]));
+  return targets.map((t) => {
+    const xs = samples.get(key(t.name, t.method))!;
+    const base = samples.get(key(t.baseline, t.method))!;
+    return {
+      ...t,
+      rps: median(xs.map((x) => x.rps)),
+      p99: median(xs.map((x) => x.p99)),
+      ratio: median(xs.map((x, i) => x.rps / base[i].rps)),
+      cpu: median(xs.map((x) => x.cpu)),
+      cpuParts: t.pids.map((_, i) => median(xs.map((x) => x.cpuParts[i]))),
+      cpuRatio: median(xs.map((x, i) => base[i].cpu / x.cpu)),
+      rounds: xs.map((x) => Math.round(x.rps)),
+    };
+  });
 }
 
 async function main() {
   const redis = await startRedis();
   const path = `/v1/namespaces/${NS}/configs/app.yaml`;
-  const rows: string[][] = [];
+  let results: Awaited<ReturnType<typeof measure>> = [];
+  const rss: string[][] = [];
   try {
-    // The baseline answers exactly the JSON a real GET answers.
-    const probe = await startServer("gateway/src/main.ts", { REDIS_URL: "" });
+    // The GET baseline answers exactly the JSON a real GET answers.
+    const probe = await startServer("apps/main.ts", { REDIS_URL: "" });
     await fetch(probe.url + path, { method: "PUT", body: CONFIG });
     const body = await (await fetch(probe.url + path)).text();
     await stop(probe);
 
-    const bare = await startServer("bench/fixtures/bare-fastify.ts", { BENCH_BODY: body });
-    const embedded = await startServer("gateway/src/main.ts", { REDIS_URL: "" });
-    const onRedis = await startServer("gateway/src/main.ts", { REDIS_URL: redis.url });
-    const servers = [
-      { name: "bare Fastify route", url: bare.url + path, pid: bare.child.pid! },
-      { name: "gateway, embedded store", url: embedded.url + path, pid: embedded.child.pid! },
-      { name: "gateway, redis store", url: onRedis.url + path, pid: onRedis.child.pid! },
-    ];
-    for (const s of servers) {
-      await fetch(s.url, { method: "PUT", body: CONFIG });
-      await load(s.url, "GET", 2); // warm-up: JIT and caches
-    }
-    const gets = await measure(servers, "GET");
-    const puts = await measure(servers, "PUT");
-    const base = { GET: gets.get(servers[0].name)!, PUT: puts.get(servers[0].name)! };
-    for (const [method, results] of [["GET", gets], ["PUT", puts]] as const) {
+    const bare = await startServer("bench/fixtures/bare-fastify.ts", { BENCH_BODY: body, REDIS_URL: redis.url });
+    const embedded = await startServer("apps/main.ts", { REDIS_URL: "" }, true);
+    const onRedis = await startServer("apps/main.ts", { REDIS_URL: redis.url }, true);
+    const servers = [bare, embedded, onRedis];
+    try {
       for (const s of servers) {
-        const r = results.get(s.name)!;
-        rows.push([s.name, method, fmt(r.rps), `${r.p99} ms`, (r.rps / base[method].rps).toFixed(2)]);
+        await fetch(s.url + path, { method: "PUT", body: CONFIG });
+        await load(s.url + path, "GET", 2); // warm-up: JIT and caches
+        await load(s.url + path, "PUT", 2);
       }
+      const bareGet = "bare Fastify route (same JSON)";
+      const bareHset = "bare Fastify route (one HSET)";
+      const [b, e, r, rs] = [bare.child.pid!, embedded.child.pid!, onRedis.child.pid!, redis.pid!];
+      results = await measure([
+        { name: bareGet, url: bare.url + path, method: "GET", baseline: bareGet, pids: [b] },
+        { name: "gateway, embedded store", url: embedded.url + path, method: "GET", baseline: bareGet, pids: [e] },
+        { name: "gateway, redis store", url: onRedis.url + path, method: "GET", baseline: bareGet, pids: [r, rs] },
+        { name: bareHset, url: bare.url + path, method: "PUT", baseline: bareHset, pids: [b, rs] },
+        { name: "gateway, embedded store", url: embedded.url + path, method: "PUT", baseline: bareHset, pids: [e] },
+        { name: "gateway, redis store", url: onRedis.url + path, method: "PUT", baseline: bareHset, pids: [r, rs] },
+      ]);
+      for (const [name, s] of [["gateway, embedded store", embedded], ["gateway, redis store", onRedis]] as const) {
+        rss.push([name, "RSS after the run", `${rssMb(s.child.pid!)} MB`, "", ""]);
+      }
+    } finally {
+      await Promise.all(servers.map(stop));
     }
-    for (const s of servers.slice(1)) rows.push([s.name, "RSS after the run", `${rssMb(s.pid)} MB`, "", ""]);
-    await Promise.all([stop(bare), stop(embedded), stop(onRedis)]);
   } finally {
     await redis.stop();
   }
-  console.log(`REST config benchmark: ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s per row (median shown),`);
-  console.log("autocannon in this process, each server in its own. PUTs alternate two contents, so each one writes a version.\n");
-  console.log("| server | request | req/s | p99 | ratio vs bare |");
-  console.log("|---|---|---|---|---|");
-  for (const r of rows) console.log(`| ${r.join(" | ")} |`);
+  console.log(`REST config benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${DURATION} s per row (medians shown;`);
+  console.log("ratio = median of the per-round ratios). Each server in its own process; every PUT writes a new version.");
+  console.log("CPU/req = CPU time per request of the server process, plus Redis's where Redis is used (server + Redis);");
+  console.log("CPU ratio = bare's CPU/req divided by this row's: the req/s ratio when CPU is the only limit, steadier than req/s");
+  console.log("on a host shared with other work.\n");
+  console.log("| server | request | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | req/s per round |");
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const r of results) {
+    const cells = [r.name, r.method, fmt(r.rps), `${r.p99.toFixed(1)} ms`, r.ratio.toFixed(2), `${r.cpu.toFixed(0)} µs${r.cpuParts.length > 1 ? ` (${r.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""}`, r.cpuRatio.toFixed(2), r.rounds.map(fmt).join(", ")];
+    console.log(`| ${cells.join(" | ")} |`);
+  }
+  for (const r of rss) console.log(`| ${r.join(" | ")} | | | |`);
+  if (PROFILE_DIR) console.log(`\nCPU profiles of the gateways: ${PROFILE_DIR}`);
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");

@@ -12,7 +12,7 @@ sleep 0.5
 REDIS_URL=redis://127.0.0.1:6395 GOV_CONFIG_SERVICE_PORT=8091 GOV_CONFIG_SERVICE_GRPC_PORT=9091 npm run -s start:config & pids+=($!)
 sleep 3
 for port in 8081 8082; do
-  GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 PORT=$port npm run -s start:gateway & pids+=($!)
+  GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 PORT=$port MANAGEMENT_SERVER_PORT=$((port + 100)) npm run -s start:gateway & pids+=($!)
 done
 echo "gateways on :8081 and :8082, config service on :8091 (gRPC :9091), Redis on :6395 — Ctrl-C to stop"
 wait

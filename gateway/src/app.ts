@@ -3,23 +3,35 @@ import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect"
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
-import type { Logger } from "@gov/service-kit";
-import { installErrorHandlers } from "./errors.js";
-import { buildOpenApi } from "./openapi.js";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import { registerCors, REQUEST_TIMEOUT, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
+import { buildOpenApi, protoDocsOf } from "./openapi.js";
+import { headerForwarder } from "./transcode/forward-headers.js";
 import { registerRestRoutes } from "./transcode/register.js";
+import { DEFAULT_RESPONSE_OPTIONS } from "./transcode/response.js";
+import { readRawBody } from "./transcode/request.js";
 
 export interface GatewayOptions {
   /** Each service and the Connect transport that reaches it (in-process or HTTP). */
   services: { service: DescService; transport: Transport }[];
   logger: Logger;
-  limits: { maxJsonBody: number; maxZipBytes: number };
+  /** Body limits; `requestTimeoutMs` (gov.limits.request-timeout, default 60 s): a request must have arrived by then. */
+  limits: { maxJsonBody: number; maxZipBytes: number; requestTimeoutMs?: number };
+  /** `gov.security.trusted-proxies`: peers whose `X-Forwarded-For` is believed (see transcode/forward-headers.ts). Default none. */
+  trustedProxies?: string[];
+  /** `gov.cors.origins`: browser origins allowed on REST, Connect and gRPC-Web. Default none: CORS off (nothing registered). */
+  corsOrigins?: readonly string[];
+  /** `gov.sse.heartbeat`: how often an idle SSE watch sends a comment line (default 15 s). */
+  sseHeartbeatMs?: number;
   /** In the all-in-one process: the services' Connect routes, also served on the gateway's port (gRPC needs h2c). */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[] };
 }
 
 /** Builds the gateway (no listen): the /v1 REST API, /openapi.json, /docs and, optionally, Connect and gRPC-Web. */
 export async function buildGateway(options: GatewayOptions): Promise<FastifyInstance> {
+  const requestTimeoutMs = options.limits.requestTimeoutMs ?? REQUEST_TIMEOUT.ms;
+  const errorLimits = { ...options.limits, requestTimeoutMs };
   const app = fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
@@ -29,16 +41,34 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     routerOptions: { maxParamLength: 2048 },
     // Watches (SSE, Connect streams) never finish on their own; closing must end them rather than wait forever.
     forceCloseConnections: true,
+    // A request (headers and body) that has not arrived by then is cut with a 408, checked every second; an idle
+    // keep-alive connection is closed by Node's keepAliveTimeout.
+    requestTimeout: requestTimeoutMs,
+    http: { connectionsCheckingInterval: Math.min(1000, requestTimeoutMs), headersTimeout: Math.min(60_000, requestTimeoutMs) },
+    // The router's and Node's own refusals, in the contract's {code, message} shape, never echoing the URL.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
 
-  installErrorHandlers(app); // before the scopes below, which inherit it
+  installErrorHandlers(app, errorLimits); // before the scopes below, which inherit it
+  await registerCors(app, options.corsOrigins ?? []); // before the scopes below: preflights and CORS headers on every route
   let document: Record<string, unknown> = {};
   await app.register(async (rest) => {
     // Bodies reach the transcoder as raw bytes: the proto rule, not the content type, decides how to read them.
     rest.removeAllContentTypeParsers();
-    rest.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
-    const routes = await registerRestRoutes(rest, options.services, { fileSize: options.limits.maxZipBytes });
-    document = buildOpenApi(routes, { title: "Governance REST API", version: "v1" });
+    rest.addContentTypeParser("*", { parseAs: "buffer" }, readRawBody);
+    // "Any content type" includes ones Fastify cannot parse (empty, no subtype), which it would refuse with 415.
+    // Only routes that take a body pay for the check; the GET hot path does not.
+    rest.addHook("onRoute", (route) => {
+      if (route.method === "GET" || route.method === "HEAD") return;
+      const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
+      route.onRequest = [acceptAnyContentType as never, ...own];
+    });
+    const routes = await registerRestRoutes(rest, options.services, { fileSize: options.limits.maxZipBytes }, headerForwarder(options.trustedProxies ?? []), {
+      ...DEFAULT_RESPONSE_OPTIONS,
+      heartbeatMs: options.sseHeartbeatMs ?? DEFAULT_RESPONSE_OPTIONS.heartbeatMs,
+    });
+    document = buildOpenApi(routes, { title: "Governance REST API", version: "v1" }, await protoDocsOf(options.services.map((s) => s.service)));
   });
 
   app.get("/openapi.json", { schema: { hide: true } }, async () => document);
@@ -46,7 +76,16 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
   if (options.connect) {
-    await app.register(fastifyConnectPlugin, { routes: options.connect.routes, interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes: options.limits.maxZipBytes + 1024 });
+    await app.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(options.connect.routes, { readMaxBytes: options.limits.maxZipBytes + 1024, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes: options.limits.maxZipBytes + 1024 });
   }
   return app;
+}
+
+const MEDIA_TYPE = /^[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;|$)/;
+
+/** A Content-Type that is not a media type reads as application/octet-stream: the body is still the raw content. */
+function acceptAnyContentType(req: FastifyRequest, _reply: unknown, done: () => void): void {
+  const type = req.headers["content-type"];
+  if (type !== undefined && !MEDIA_TYPE.test(type)) req.headers["content-type"] = "application/octet-stream";
+  done();
 }

@@ -1,5 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { FastifyError, FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
+import FindMyWay, { type HTTPMethod } from "find-my-way";
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, LIMIT_METADATA, routerRefusal } from "@gov/service-kit";
 
 /** The one code → HTTP status table of the REST API (contract §3; failed_precondition is 412 here, not Connect's 400). */
 const STATUS: Record<Code, number> = {
@@ -31,30 +33,125 @@ export interface RestError {
   body: { code: string; message: string };
 }
 
-/** Fastify's own 4xx errors (bad JSON, body too large, bad multipart) keep their status with a Connect code. */
-function fromFastifyError(err: FastifyError): RestError | undefined {
-  const status = err.statusCode;
-  if (!status || status < 400 || status >= 500) return undefined;
-  if (status === 413) return { status, body: { code: "resource_exhausted", message: `${err.message}: send a smaller body` } };
-  const code = status === 404 ? "not_found" : status === 429 ? "resource_exhausted" : "invalid_argument";
-  return { status, body: { code, message: err.message } };
+/** An HTTP-level refusal raised by the transcoder itself (e.g. 415), answered with its status and a Connect code. */
+export class HttpError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly connectCode: string,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
-export function toRestError(err: unknown): RestError {
-  if (err instanceof ConnectError) return { status: STATUS[err.code] ?? 500, body: { code: codeName(err.code), message: err.rawMessage } };
-  return fromFastifyError(err as FastifyError) ?? { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
+/** The limits the REST answers name (defaults match the settings' defaults). */
+export interface ErrorLimits {
+  maxJsonBody?: number;
+  maxZipBytes?: number;
+  requestTimeoutMs?: number;
+}
+
+export { excerpt };
+
+/** Fastify's and @fastify/multipart's own errors, by code: a contract status, a Connect code, a message that helps. */
+function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | undefined {
+  const answer = (status: number, code: string, message: string): RestError => ({ status, body: { code, message } });
+  switch (err.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return answer(413, "resource_exhausted", `the request body is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (gov.limits.json-body): send a smaller body`);
+    case "FST_REQ_FILE_TOO_LARGE":
+      return answer(413, "resource_exhausted", `the uploaded file is over the limit of ${limits.maxZipBytes ?? 16777216} bytes (gov.limits.zip-upload): send a smaller archive`);
+    case "FST_FILES_LIMIT":
+      return answer(400, "invalid_argument", "the form carries more than one file: send the archive as the one file part (importZip) and other fields (policy) as text");
+    case "FST_PARTS_LIMIT":
+    case "FST_FIELDS_LIMIT":
+      return answer(413, "resource_exhausted", "the form has too many parts: send one file part (importZip) and at most a few text fields");
+    case "FST_ERR_CTP_INVALID_CONTENT_LENGTH":
+      return answer(400, "invalid_argument", "the body is not as long as its Content-Length says: send the whole body");
+  }
+  const refused = routerRefusal(err);
+  if (refused) return refused;
+  const status = err.statusCode;
+  if (!status || status < 400 || status >= 500) return undefined;
+  const code = status === 404 ? "not_found" : status === 408 ? "deadline_exceeded" : status === 413 || status === 429 ? "resource_exhausted" : "invalid_argument";
+  return answer(status, code, excerpt(err.message));
+}
+
+export function toRestError(err: unknown, limits: ErrorLimits = {}): RestError {
+  if (err instanceof ConnectError) {
+    // A size limit is 413 (contract §3); resource_exhausted without the marker (a quota) keeps the table's 429.
+    const status = err.code === Code.ResourceExhausted && err.metadata.has(LIMIT_METADATA) ? 413 : (STATUS[err.code] ?? 500);
+    return { status, body: { code: codeName(err.code), message: err.rawMessage } };
+  }
+  if (err instanceof HttpError) return { status: err.statusCode, body: { code: err.connectCode, message: err.message } };
+  return fromFastifyError(err as FastifyError, limits) ?? { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
+}
+
+const pathOf = (req: FastifyRequest) => excerpt(req.url.split("?")[0]);
+
+/** Logs a failure once: bugs at error with the stack; expected outages (503, unknown outcome 504) at warn without one. */
+function logFailure(req: FastifyRequest, err: unknown, rest: RestError): void {
+  if (rest.status === 503 || rest.status === 504) {
+    req.log.warn({ reqId: req.id, method: req.method, path: pathOf(req), code: rest.body.code }, rest.body.message);
+  } else if (rest.status >= 500) {
+    req.log.error({ err, reqId: req.id, method: req.method, path: pathOf(req) }, "request failed");
+  }
+}
+
+/**
+ * The methods each registered path answers, so that a wrong method on a known path is a 405 with `Allow` rather than
+ * a 404. Matched with find-my-way, Fastify's own router, so "known path" means exactly what Fastify routes.
+ */
+function allowedMethods(app: FastifyInstance): (path: string) => string[] {
+  const routes: { methods: string[]; url: string }[] = [];
+  app.addHook("onRoute", (route) => {
+    routes.push({ methods: ([] as string[]).concat(route.method), url: route.url ?? route.path });
+  });
+  let router: ReturnType<typeof FindMyWay> | undefined;
+  let methods: string[] = [];
+  return (path) => {
+    if (!router) {
+      router = FindMyWay({ maxParamLength: 2048 });
+      const all = new Set<string>();
+      for (const r of routes) {
+        for (const m of r.methods) {
+          all.add(m);
+          try {
+            router.on(m as HTTPMethod, r.url, () => undefined);
+          } catch {
+            // the same method and path registered twice (e.g. HEAD beside GET): once is enough
+          }
+        }
+      }
+      methods = [...all];
+    }
+    const found = router;
+    return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
+  };
 }
 
 /** Every failure, whatever raised it, leaves as `{code, message}` with the status of the table above. */
-export function installErrorHandlers(app: FastifyInstance): void {
+export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}): void {
+  const allowed = allowedMethods(app);
   app.setErrorHandler((err, req, reply) => {
-    const rest = toRestError(err);
-    if (rest.status >= 500) req.log.error({ err, reqId: req.id, method: req.method, url: req.url }, "request failed");
+    const rest = toRestError(err, limits);
+    logFailure(req, err, rest);
     void reply.status(rest.status).type("application/json").send(rest.body);
   });
   app.setNotFoundHandler((req, reply) => {
-    void reply
-      .status(404)
-      .send({ code: "not_found", message: `no endpoint ${req.method} ${req.url.split("?")[0]}: see /docs for the REST API` });
+    if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
+    const path = req.url.split("?")[0];
+    const allow = allowed(path);
+    if (allow.length > 0) {
+      void reply
+        .status(405)
+        .header("allow", allow.join(", "))
+        .send({ code: "unimplemented", message: `${req.method} is not allowed on ${excerpt(path)}: use ${allow.join(", ")}` });
+      return;
+    }
+    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(path)}: see /docs for the REST API` });
   });
 }
+
+/** Fastify's `frameworkErrors` and `clientErrorHandler`: the same on the gateway as on every service listener. */
+export { clientErrorHandler, frameworkErrorHandler };

@@ -1,22 +1,26 @@
-import { parseBytes, parseInteger, type SettingDef } from "@gov/settings";
+import { processSettings } from "@gov/service-kit";
+import { parseBytes, parseDuration, type SettingDef } from "@gov/settings";
+import { parseTrustedProxies } from "./transcode/forward-headers.js";
 
-/** Settings of the gateway process (contract §3, §8). */
+/** A heartbeat faster than 100 ms would only burn CPU and bandwidth. */
+function parseHeartbeat(raw: string): number {
+  const ms = parseDuration(raw);
+  if (ms < 100) throw new Error(`"${raw}" is too short for a heartbeat: use at least 100ms (default 15s)`);
+  return ms;
+}
+
+/**
+ * Settings a gateway process reads (contract §3, §7, §8): the process runner's (ports, management, shutdown, access
+ * log) and the REST gateway's own. Each service's `gov.<name>-service.*` settings come with its module.
+ */
 export const gatewaySettings = {
-  port: { name: "PORT", parse: parseInteger(0, 65535), default: 8080, doc: "port of the REST gateway (and, in the all-in-one process, of Connect/gRPC)" } as SettingDef<number>,
-  grpcPort: {
-    name: "gov.grpc.port",
-    parse: parseInteger(0, 65535),
-    default: 9090,
-    doc: "h2c port for gRPC clients of the services this process runs (all-in-one); Connect and gRPC-Web use PORT",
-  } as SettingDef<number>,
-  host: { name: "HOST", parse: (s: string) => s.trim(), default: "0.0.0.0", doc: "address the gateway binds to" } as SettingDef<string>,
-  configServiceUrl: {
-    name: "gov.config-service.url",
-    parse: (s: string) => {
-      if (!/^https?:\/\/[^/]+/.test(s.trim())) throw new Error(`"${s}" is not an http(s) URL`);
-      return s.trim().replace(/\/$/, "");
-    },
-    doc: "URL of a remote config service (`http://host:8091`); unset = run it inside the gateway process",
-  } as SettingDef<string>,
+  ...processSettings,
+  trustedProxies: {
+    name: "gov.security.trusted-proxies",
+    parse: parseTrustedProxies,
+    default: [],
+    doc: "proxies (addresses or CIDRs, comma-separated) whose `X-Forwarded-For` is believed; none by default",
+  } as SettingDef<string[]>,
   maxJsonBody: { name: "gov.limits.json-body", parse: parseBytes, default: 1024 * 1024, doc: "largest JSON (or raw config) request body" } as SettingDef<number>,
+  sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseHeartbeat, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
 };

@@ -8,8 +8,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 /** What `npm start` runs, as a real process: it must print where it listens and which store it uses. */
 describe("npm start (all-in-one process)", () => {
   it("starts on the embedded store, says so, serves REST and Connect, and stops on SIGTERM", async () => {
-    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "gateway/src/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
+    const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
@@ -35,7 +35,7 @@ describe("npm start (all-in-one process)", () => {
 
   it("a bad setting stops startup with a message that names it", async () => {
     const env = { ...process.env, PORT: "0", GOV_CONFIG_HISTORY_MAX_VERSIONS: "lots", REDIS_URL: "", GOV_CONFIG: "" };
-    const child = spawn(process.execPath, ["--import", "tsx", join(root, "gateway/src/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));

@@ -1,12 +1,13 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
-import { configRoutes, createConfigService, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
+import { createConfigModule, createMemoryConfigStore, createRedisConfigStore, type ConfigStore } from "@gov/config-service";
 import { connectRedis } from "@gov/redis";
-import { createH2cServer, createLogger, errorInterceptor } from "@gov/service-kit";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import type { SettingsSources } from "@gov/settings";
 import { redisTargets } from "@gov/testkit";
 import type { FastifyInstance } from "fastify";
-import { buildGateway, inProcessTransport } from "../src/index.js";
+import { restGateway } from "../src/index.js";
 
 export const TEST_LIMITS = {
   maxContentBytes: 64 * 1024,
@@ -29,41 +30,52 @@ export function storeTargets(): { name: string; skip: string; open: () => Promis
 
 export interface TestGateway {
   app: FastifyInstance;
-  /** Starts the HTTP/1.1 listener (REST, Connect, gRPC-Web) and the h2c one (gRPC) on free ports. */
-  listen(): Promise<{ url: string; grpcUrl: string }>;
+  /** The whole process as `npm start` builds it (readiness, metrics, management app, shutdown). */
+  proc: BuiltProcess;
+  /** Starts the HTTP/1.1 listener (REST, Connect, gRPC-Web), the h2c one (gRPC) and management on free ports. */
+  listen(): Promise<{ url: string; grpcUrl: string; managementUrl: string }>;
   close(): Promise<void>;
 }
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
-/** The all-in-one wiring of `npm start` (gateway + in-process config service) on a given store, which it owns. */
-export async function createTestGateway(store: ConfigStore, limits = TEST_LIMITS, requireHashTag = true): Promise<TestGateway> {
-  const impl = createConfigService({ store, namespaceRule: { requireHashTag }, limits });
-  const routes = configRoutes(impl);
-  const interceptors = [errorInterceptor(logger)];
-  const app = await buildGateway({
-    services: [{ service: ConfigService, transport: inProcessTransport([{ service: ConfigService, impl }], interceptors) }],
-    logger,
-    limits: { maxJsonBody: 128 * 1024, maxZipBytes: limits.maxZipBytes },
-    connect: { routes, interceptors },
-  });
-  let grpc: FastifyInstance | undefined;
-  const portOf = (a: FastifyInstance) => (a.server.address() as { port: number }).port;
-  const gw: TestGateway = {
-    app,
-    async listen() {
-      grpc = await createH2cServer({ routes, interceptors, logger });
-      await app.listen({ port: 0, host: "127.0.0.1" });
-      await grpc.listen({ port: 0, host: "127.0.0.1" });
-      return { url: `http://127.0.0.1:${portOf(app)}`, grpcUrl: `http://127.0.0.1:${portOf(grpc)}` };
-    },
-    async close() {
-      await grpc?.close();
-      await app.close();
-      await store.close();
+/** Settings as the environment would give them, for a test process: no gov.yaml, nothing from the real environment. */
+export function testSources(env: Record<string, string> = {}, limits = TEST_LIMITS): SettingsSources {
+  return {
+    file: {},
+    env: {
+      GOV_LIMITS_CONFIG_CONTENT: String(limits.maxContentBytes),
+      GOV_LIMITS_ZIP_UPLOAD: String(limits.maxZipBytes),
+      GOV_LIMITS_ZIP_ENTRIES: String(limits.maxZipEntries),
+      GOV_LIMITS_ZIP_UNCOMPRESSED: String(limits.maxZipUncompressedBytes),
+      GOV_LIMITS_JSON_BODY: String(128 * 1024),
+      GOV_SHUTDOWN_GRACE: "3s",
+      ...env,
     },
   };
-  return gw;
+}
+
+/**
+ * The all-in-one process of `npm start` (the same build function, `buildProcess`, with the gateway and the config
+ * module), on a given store, which it owns; or, without a store, on what `env` selects (REDIS_URL).
+ */
+export async function createTestGateway(store?: ConfigStore, limits = TEST_LIMITS, requireHashTag = true, env: Record<string, string> = {}): Promise<TestGateway> {
+  const proc = await buildProcess({
+    name: "test",
+    modules: [createConfigModule({ store })],
+    gateway: restGateway,
+    sources: testSources({ GOV_NAMESPACE_REQUIRE_HASH_TAG: String(requireHashTag), ...env }, limits),
+    logger,
+  });
+  return {
+    app: proc.http,
+    proc,
+    async listen() {
+      const urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+      return { url: urls.url, grpcUrl: urls.grpcUrl!, managementUrl: urls.managementUrl };
+    },
+    close: () => proc.shutdown(),
+  };
 }
 
 /** Connect clients of every protocol against a listening gateway. */

@@ -2,8 +2,9 @@ import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
 import { buildRequest } from "./request.js";
-import { isHttpBody, responseBody, sendEventStream, sendHttpBodyStream } from "./response.js";
+import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
 import { restRoutesOf, type RestRoute } from "./rest-routes.js";
 
 /** A body-"*" rule with a bytes field: REST clients upload that field as a multipart file part. */
@@ -18,16 +19,6 @@ function requestSignal(req: FastifyRequest): AbortSignal {
   return ac.signal;
 }
 
-/** Headers forwarded to the services as Connect metadata (identity, tracing, topology). */
-function forwardHeaders(req: FastifyRequest): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const name of ["authorization", "x-gov-consumer", "x-request-id", "x-forwarded-for"]) {
-    const v = req.headers[name];
-    if (typeof v === "string") out[name] = v;
-  }
-  return out;
-}
-
 /**
  * Registers one Fastify route per annotated RPC: REST request → Connect request → service (through `transport`)
  * → REST response. Nothing here knows a particular service.
@@ -36,16 +27,18 @@ export async function registerRestRoutes(
   app: FastifyInstance,
   services: { service: DescService; transport: Transport }[],
   multipartLimits: { fileSize: number },
+  forwardHeaders: HeaderForwarder = headerForwarder([]),
+  responses: ResponseOptions = DEFAULT_RESPONSE_OPTIONS,
 ): Promise<RestRoute[]> {
   const routes: { route: RestRoute; transport: Transport }[] = [];
   for (const { service, transport } of services) {
     for (const route of restRoutesOf([service])) routes.push({ route, transport });
   }
-  for (const r of routes.filter((r) => !takesFile(r.route))) addRoute(app, r.route, r.transport);
+  for (const r of routes.filter((r) => !takesFile(r.route))) addRoute(app, r.route, r.transport, forwardHeaders, responses);
   // Multipart parsing adds hooks to every request of its scope; only routes that take a file get that scope.
   await app.register(async (uploads) => {
     await uploads.register(multipart, { limits: { ...multipartLimits, files: 1, fields: 20, parts: 21 }, throwFileSizeLimit: true });
-    for (const r of routes.filter((r) => takesFile(r.route))) addRoute(uploads, r.route, r.transport);
+    for (const r of routes.filter((r) => takesFile(r.route))) addRoute(uploads, r.route, r.transport, forwardHeaders, responses);
   });
   return routes.map((r) => r.route);
 }
@@ -55,8 +48,9 @@ async function* single<T>(message: T): AsyncIterable<T> {
 }
 
 /** The route's handler calls the transport directly (what a Connect client does, minus a layer on the hot path). */
-function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport): void {
+function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, forwardHeaders: HeaderForwarder, responses: ResponseOptions): void {
   const method = route.method as never;
+  const etagOf = entityTagOf(route);
   app.route({
     method: route.httpMethod,
     url: route.fastifyPath,
@@ -67,11 +61,10 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport):
         const res = await transport.stream(method, requestSignal(req), undefined, headers, single(input) as never);
         const stream = res.message as AsyncIterable<Message>;
         if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
-        return sendEventStream(reply, stream, route.method.output);
+        return sendEventStream(reply, stream, route.method.output, responses);
       }
       const res = await transport.unary(method, undefined, undefined, headers, input as never);
-      // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
-      return reply.type("application/json").send(responseBody(route, res.message as Message));
+      return sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
     },
   });
 }

@@ -1,10 +1,36 @@
+import { gunzip, inflate, brotliDecompress, type InputType, type ZlibOptions, type BrotliOptions } from "node:zlib";
 import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
+import { excerpt, HttpError } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading BOM is content and is stored as sent (the default decoder would drop it).
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+type Inflate = (buf: InputType, options: ZlibOptions & BrotliOptions, callback: (err: Error | null, result: Buffer) => void) => void;
+const DECODERS: Record<string, Inflate> = { gzip: gunzip, "x-gzip": gunzip, deflate: inflate, br: brotliDecompress };
+
+/**
+ * The REST body parser: the raw bytes, with a `Content-Encoding` (gzip, deflate, br) undone. The inflated size counts
+ * against the same limit as a plain body (gov.limits.json-body), and inflating stops at that limit, so a small bomb
+ * costs no more than a body at the limit.
+ */
+export function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
+  const encoding = String(req.headers["content-encoding"] ?? "identity").trim().toLowerCase();
+  if (encoding === "identity" || encoding === "") return done(null, body);
+  const decode = DECODERS[encoding];
+  if (!decode) return done(new HttpError(415, "invalid_argument", `Content-Encoding "${encoding.slice(0, 40)}" is not supported: send the body as is, or with gzip, deflate or br`));
+  const limit = req.routeOptions.bodyLimit;
+  decode(body, { maxOutputLength: limit }, (err, inflated) => {
+    if (!err) return done(null, inflated);
+    if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE" || err instanceof RangeError) {
+      return done(new HttpError(413, "resource_exhausted", `the request body inflates to more than the limit of ${limit} bytes (gov.limits.json-body): send a smaller body`));
+    }
+    done(new HttpError(400, "invalid_argument", `the body is not valid ${encoding} data, as its Content-Encoding says`));
+  });
+}
 
 /** A path or query string → the field's scalar value, or a 400 that says what was expected. */
 function scalarFromText(field: DescField, text: string): unknown {
@@ -14,18 +40,18 @@ function scalarFromText(field: DescField, text: string): unknown {
       return text;
     case ScalarType.BOOL:
       if (text === "true" || text === "false") return text === "true";
-      throw invalid(`${field.jsonName} must be true or false, not "${text}"`);
+      throw invalid(`${field.jsonName} must be true or false, not "${excerpt(text)}"`);
     case ScalarType.INT32:
     case ScalarType.SINT32:
     case ScalarType.SFIXED32: {
       const n = /^-?\d{1,10}$/.test(text) ? Number(text) : NaN;
-      if (!Number.isInteger(n) || n > 2147483647 || n < -2147483648) throw invalid(`${field.jsonName} must be a whole number, not "${text}"`);
+      if (!Number.isInteger(n) || n > 2147483647 || n < -2147483648) throw invalid(`${field.jsonName} must be a whole number from -2147483648 to 2147483647, not "${excerpt(text)}"`);
       return n;
     }
     case ScalarType.UINT32:
     case ScalarType.FIXED32: {
       const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
-      if (!Number.isInteger(n) || n > 4294967295) throw invalid(`${field.jsonName} must be a whole number from 0, not "${text}"`);
+      if (!Number.isInteger(n) || n > 4294967295) throw invalid(`${field.jsonName} must be a whole number from 0 to 4294967295, not "${excerpt(text)}"`);
       return n;
     }
     case ScalarType.INT64:
@@ -33,12 +59,12 @@ function scalarFromText(field: DescField, text: string): unknown {
     case ScalarType.SFIXED64:
     case ScalarType.UINT64:
     case ScalarType.FIXED64:
-      if (!/^-?\d{1,19}$/.test(text)) throw invalid(`${field.jsonName} must be a whole number, not "${text}"`);
+      if (!/^-?\d{1,19}$/.test(text)) throw invalid(`${field.jsonName} must be a whole number, not "${excerpt(text)}"`);
       return BigInt(text);
     case ScalarType.DOUBLE:
     case ScalarType.FLOAT: {
       const n = Number(text);
-      if (text.trim() === "" || Number.isNaN(n)) throw invalid(`${field.jsonName} must be a number, not "${text}"`);
+      if (text.trim() === "" || Number.isNaN(n)) throw invalid(`${field.jsonName} must be a number, not "${excerpt(text)}"`);
       return n;
     }
     default:
@@ -52,10 +78,13 @@ function fieldByName(schema: DescMessage, name: string): DescField | undefined {
 
 /** The raw body as text for a string body field; a JSON string body (Content-Type: application/json) is unwrapped. */
 function textBody(req: FastifyRequest, field: DescField): string {
-  const raw = req.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) {
-    throw invalid(`the request body is the ${field.jsonName}: send it as the raw body (any content type)`);
+  if (/^multipart\//i.test(req.headers["content-type"] ?? "")) {
+    // The form's text is an envelope, not the content: storing it would store boundaries and part headers.
+    throw new HttpError(415, "invalid_argument", `the ${field.jsonName} is the raw request body, not a form: send the file's bytes as the body (curl --data-binary @file)`);
   }
+  const raw = req.body;
+  // Empty content is content (an empty file), as on Connect and gRPC, where data "" is a valid message.
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return "";
   let text: string;
   try {
     text = utf8.decode(raw);
@@ -80,7 +109,7 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
   try {
     json = JSON.parse(raw.toString("utf8")) as JsonValue;
   } catch (err) {
-    throw invalid(`the request body is not valid JSON (${(err as Error).message})`);
+    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})`);
   }
   try {
     return fromJson(schema, json);
@@ -91,6 +120,13 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
 
 /** multipart/form-data: file parts fill bytes fields, text parts fill scalar fields, both by their JSON or proto name. */
 async function multipartBody(req: FastifyRequest, schema: DescMessage, init: Record<string, unknown>): Promise<void> {
+  await readParts(req, schema, init);
+  // A form without its file is a different mistake from an empty file: say which part is missing.
+  const file = schema.fields.find((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES && init[f.localName] === undefined);
+  if (file) throw invalid(`the form has no file part named ${file.jsonName}: attach the file as ${file.jsonName} (curl -F ${file.jsonName}=@file)`);
+}
+
+async function readParts(req: FastifyRequest, schema: DescMessage, init: Record<string, unknown>): Promise<void> {
   for await (const part of req.parts()) {
     const field = fieldByName(schema, part.fieldname);
     if (!field) {
@@ -98,7 +134,7 @@ async function multipartBody(req: FastifyRequest, schema: DescMessage, init: Rec
       continue;
     }
     if (part.type === "file") {
-      if (field.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) throw invalid(`form part ${part.fieldname} must be a text field, not a file`);
+      if (field.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) throw invalid(`form part ${excerpt(part.fieldname)} must be a text field, not a file`);
       init[field.localName] = await part.toBuffer();
     } else {
       init[field.localName] = field.fieldKind === "scalar" && field.scalar === ScalarType.BYTES ? Buffer.from(String(part.value)) : scalarFromText(field, String(part.value));

@@ -1,4 +1,7 @@
-import { toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { promisify } from "node:util";
+import { brotliCompress, constants as zlibConstants, gzip } from "node:zlib";
+import { ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import negotiate from "@fastify/accept-negotiator";
 import type { FastifyReply } from "fastify";
 import { toRestError } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
@@ -61,6 +64,7 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
   }
   reply.hijack();
   const res = reply.raw;
+  if (reply.request.method === "HEAD") return endAndRelease(res, it);
   try {
     if (head) res.write(pick(head)?.data ?? new Uint8Array());
     for (let next = await it.next(); !next.done; next = await it.next()) {
@@ -74,25 +78,205 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
   }
 }
 
+/** How REST responses are sent (gateway settings). */
+export interface ResponseOptions {
+  /** JSON bodies of at least this many characters are compressed (br or gzip) when the client accepts it. */
+  compressMinBytes: number;
+  /** `gov.sse.heartbeat`: an SSE comment line this often keeps proxies and clients from timing out an idle watch. */
+  heartbeatMs: number;
+  /** The `retry:` an SSE stream advises: how long a client waits before reconnecting. */
+  retryMs: number;
+}
+
+export const DEFAULT_RESPONSE_OPTIONS: ResponseOptions = { compressMinBytes: 1024, heartbeatMs: 15_000, retryMs: 3_000 };
+
+/** Ends the response and stops the stream (HEAD answers like GET without a body; a client that left needs no more). */
+async function endAndRelease(res: FastifyReply["raw"], it: AsyncIterator<unknown>): Promise<void> {
+  res.end();
+  try {
+    await it.return?.();
+  } catch {
+    // the stream is abandoned; how it ends is of no interest to a HEAD request
+  }
+}
+
+type TagReader = (msg: Message) => string | undefined;
+
+// An entity tag may hold visible ASCII except '"'; anything else is not sent as a tag.
+const TAG_CHARS = /^[\x21\x23-\x7e]+$/;
+const tagReaders = new WeakMap<DescMessage, TagReader>();
+
+const isHashField = (f: DescField) => f.name === "hash" && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING;
+const tagOf = (value: unknown): string | undefined => (typeof value === "string" && TAG_CHARS.test(value) ? value : undefined);
+
+/**
+ * What names the content of a message: its string field `hash`, or that of one of its message fields (a watch event's
+ * `config.hash`). The one rule behind a GET's `ETag` and an SSE event's `id:`, for any service whose messages carry a
+ * content hash; messages without one get neither.
+ */
+export function stateTagReader(desc: DescMessage): TagReader {
+  let reader = tagReaders.get(desc);
+  if (reader === undefined) {
+    reader = buildTagReader(desc);
+    tagReaders.set(desc, reader);
+  }
+  return reader;
+}
+
+function buildTagReader(desc: DescMessage): TagReader {
+  const own = desc.fields.find(isHashField);
+  if (own) return (m) => tagOf((m as unknown as Record<string, unknown>)[own.localName]);
+  for (const f of desc.fields) {
+    const inner = f.fieldKind === "message" ? f.message.fields.find(isHashField) : undefined;
+    if (inner) {
+      return (m) => {
+        const value = (m as unknown as Record<string, Record<string, unknown> | undefined>)[f.localName];
+        return value === undefined ? undefined : tagOf(value[inner.localName]);
+      };
+    }
+  }
+  return () => undefined;
+}
+
+/** The message a unary REST route answers with (the rule's response field, or the whole output), if a message. */
+function respondedMessage(route: RestRoute, msg: Message): Message | undefined {
+  const field = route.responseField;
+  if (!field) return msg;
+  if (field.fieldKind !== "message") return undefined;
+  return (msg as unknown as Record<string, Message | undefined>)[field.localName];
+}
+
+/** The ETag of a GET route's answers (`"<hash>"`), or undefined for routes whose answers carry no content hash. */
+export function entityTagOf(route: RestRoute): (msg: Message) => string | undefined {
+  if (route.httpMethod !== "GET") return () => undefined;
+  const desc = route.responseField ? (route.responseField.fieldKind === "message" ? route.responseField.message : undefined) : route.method.output;
+  if (desc === undefined) return () => undefined;
+  const read = stateTagReader(desc);
+  return (msg) => {
+    const answered = respondedMessage(route, msg);
+    const tag = answered && read(answered);
+    return tag === undefined ? undefined : `"${tag}"`;
+  };
+}
+
+/** `If-None-Match` (a list of tags, weak or strong, or `*`) names `etag`: weak comparison, as RFC 9110 §13.1.2 says. */
+export function ifNoneMatchHits(header: string, etag: string): boolean {
+  for (const part of header.split(",")) {
+    const tag = part.trim();
+    if (tag === "*" || tag === etag || (tag.startsWith("W/") && tag.slice(2) === etag)) return true;
+  }
+  return false;
+}
+
+const brotli = promisify(brotliCompress);
+const gzipAsync = promisify(gzip);
+const ENCODINGS = ["br", "gzip"];
+// Quality 4: about gzip's speed with a smaller result; 11 (the default) is many times slower for a few percent.
+const BROTLI_OPTIONS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 4 } };
+
+// Compressed bodies by the answered message and encoding: services hand out the same immutable message for an
+// unchanged record, so a large hot config is compressed once, like its JSON text.
+const compressedBodies = new WeakMap<Message, Map<string, Buffer>>();
+
+async function compressed(body: string, encoding: string, key: Message | undefined): Promise<Buffer> {
+  const cached = key && compressedBodies.get(key)?.get(encoding);
+  if (cached) return cached;
+  const out = encoding === "br" ? await brotli(body, BROTLI_OPTIONS) : await gzipAsync(body);
+  if (key) {
+    const byEncoding = compressedBodies.get(key) ?? new Map<string, Buffer>();
+    byEncoding.set(encoding, out);
+    compressedBodies.set(key, byEncoding);
+  }
+  return out;
+}
+
+/**
+ * A unary answer as JSON text: with its `ETag` (and a 304 when `If-None-Match` names it), compressed when large and
+ * the client accepts br or gzip. Small bodies, the common case, pay one length check.
+ */
+export async function sendUnaryResponse(
+  route: RestRoute,
+  reply: FastifyReply,
+  msg: Message,
+  etagOf: (msg: Message) => string | undefined,
+  options: ResponseOptions,
+): Promise<FastifyReply> {
+  const etag = etagOf(msg);
+  if (etag !== undefined) {
+    // no-cache: a cache may keep the answer but must ask again (cheaply, with If-None-Match) before using it.
+    reply.header("ETag", etag).header("Cache-Control", "no-cache");
+    const ifNoneMatch = reply.request.headers["if-none-match"];
+    if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) return reply.code(304).send();
+  }
+  // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
+  const body = responseBody(route, msg);
+  reply.type("application/json");
+  if (body.length < options.compressMinBytes) return reply.send(body);
+  reply.header("Vary", "Accept-Encoding");
+  const accepted = reply.request.headers["accept-encoding"];
+  const encoding = accepted ? negotiate(accepted, ENCODINGS) : null;
+  if (encoding === null) return reply.send(body);
+  return reply.header("Content-Encoding", encoding).send(await compressed(body, encoding, respondedMessage(route, msg)));
+}
+
+/**
+ * Writes `chunk`, and when the socket's buffer is full waits until it drains (or the client is gone: false). A client
+ * that does not read so stops the stream from being read further — a watch then keeps only the newest state for
+ * it — instead of the server buffering every event in memory.
+ */
+async function writeOrWait(res: FastifyReply["raw"], chunk: string): Promise<boolean> {
+  if (res.destroyed) return false;
+  if (res.write(chunk)) return true;
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve(!res.destroyed);
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
+/** An SSE field value cannot hold a line break; an id that has one is not sent. */
+const eventId = (tag: string | undefined) => (tag !== undefined && !/[\r\n]/.test(tag) ? tag : "");
+
 /**
  * Any other server stream is offered as Server-Sent Events: one `data: <json>` event per message. The first message
  * is awaited before the 200 goes out, so a request the service refuses (bad namespace, unknown id) gets its proper
  * 4xx; failures after that arrive as an `event: error`.
+ *
+ * Each event's `id:` names the state it carries (its content hash, see stateTagReader; empty when there is none, which
+ * clears the client's last id). A client reconnecting with `Last-Event-ID` equal to the first message's id already has
+ * that state: the first message is skipped. A comment line every `heartbeatMs` keeps an idle stream alive.
  */
-export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage): Promise<void> {
+export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage, options: ResponseOptions = DEFAULT_RESPONSE_OPTIONS): Promise<void> {
   const it = stream[Symbol.asyncIterator]();
-  const first = await it.next();
+  let next = await it.next();
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
-  res.write(": connected\n\n");
+  if (reply.request.method === "HEAD") return endAndRelease(res, it);
+  const lastEventId = reply.request.headers["last-event-id"];
+  const tagOfMessage = stateTagReader(output);
+  // Never while the socket is backed up: a heartbeat is for an idle stream, and must not grow a stalled one's buffer.
+  const heartbeat = setInterval(() => {
+    if (!res.destroyed && !res.writableNeedDrain) res.write(": heartbeat\n\n");
+  }, options.heartbeatMs);
+  heartbeat.unref();
   try {
-    for (let next = first; !next.done; next = await it.next()) {
-      res.write(`data: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`);
+    res.write(`retry: ${options.retryMs}\n: connected\n\n`);
+    for (let first = true; !next.done; first = false, next = await it.next()) {
+      const id = eventId(tagOfMessage(next.value));
+      if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
+      if (!(await writeOrWait(res, `id: ${id}\ndata: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`))) break;
     }
   } catch (err) {
     const rest = toRestError(err);
-    if (rest.body.code !== "canceled") res.write(`event: error\ndata: ${JSON.stringify(rest.body)}\n\n`);
+    if (rest.body.code !== "canceled" && !res.destroyed) res.write(`event: error\ndata: ${JSON.stringify(rest.body)}\n\n`);
+  } finally {
+    clearInterval(heartbeat);
   }
-  res.end();
+  if (next.done !== true) await endAndRelease(res, it).catch(() => {});
+  else res.end();
 }

@@ -1,8 +1,32 @@
-import { pino, type Logger as PinoLogger } from "pino";
+import { pino, type DestinationStream, type Logger as PinoLogger } from "pino";
 
 export type Logger = PinoLogger;
 
-/** pino JSON logs with levels; GOV_LOG_LEVEL (or LOG_LEVEL) sets the level, default info. */
-export function createLogger(name: string, level = process.env.GOV_LOG_LEVEL ?? process.env.LOG_LEVEL ?? "info"): Logger {
-  return pino({ name, level });
+/**
+ * Paths pino replaces with "***" before a line is written: credentials in request headers (access log, errors) and
+ * any `password`/`token`/`secret` field one level down (e.g. an error's options). URLs with passwords are redacted
+ * where they are built (`redactRedisUrl`), since pino only redacts whole values.
+ */
+export const REDACTED_PATHS = [
+  "req.headers.authorization",
+  "req.headers.cookie",
+  'req.headers["x-api-key"]',
+  "headers.authorization",
+  "headers.cookie",
+  "password",
+  "token",
+  "secret",
+  "*.password",
+  "*.token",
+  "*.secret",
+  "*.accessToken",
+  "*.refreshToken",
+];
+
+/**
+ * pino JSON lines on stdout (or `destination`), with levels; GOV_LOG_LEVEL (or LOG_LEVEL) sets the level, default info.
+ */
+export function createLogger(name: string, level = process.env.GOV_LOG_LEVEL ?? process.env.LOG_LEVEL ?? "info", destination?: DestinationStream): Logger {
+  const options = { name, level, redact: { paths: REDACTED_PATHS, censor: "***" } };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -32,10 +32,13 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
     );
   }
   if (rule.requireHashTag && !hasHashTag(namespace)) {
+    // Suggest a tag built from the name's own letters: "{}" must not become "{{}}", which is no better.
+    const base = namespace.replace(/[{}]/g, "") || "dev";
+    const same = namespace.includes("{") || namespace.includes("}") ? "" : ` "${namespace}" and "{${namespace}}" are different namespaces.`;
     throw new ConnectError(
       `namespace "${namespace}" has no hash tag: a namespace must contain a non-empty brace-enclosed tag (its first "{...}" counts), ` +
-        `e.g. "{${namespace}}" or "cosky-{${namespace}}", so that all of its keys share one Redis Cluster slot. ` +
-        `The server uses names exactly as given and never adds braces: "${namespace}" and "{${namespace}}" are different namespaces.`,
+        `e.g. "{${base}}" or "cosky-{${base}}", so that all of its keys share one Redis Cluster slot. ` +
+        `The server uses names exactly as given and never adds braces.${same}`,
       Code.InvalidArgument,
     );
   }

@@ -1,6 +1,14 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
+import { Health } from "@gov/api/gen/health/v1/health_pb";
 import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { registerCors } from "./cors.js";
+import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js";
+import { reflectionRoutes } from "./grpc/reflection.js";
+import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
+import { applyWireFixes } from "./grpc/wire-fixes.js";
+import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
+import { clientErrorHandler, excerpt, frameworkErrorHandler } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
 export interface ConnectRoutesOptions {
@@ -9,6 +17,14 @@ export interface ConnectRoutesOptions {
   logger: Logger;
   /** Largest request message accepted, in bytes. */
   readMaxBytes?: number;
+  /** The setting behind readMaxBytes, named when a message is refused as too large. */
+  readMaxBytesSetting?: string;
+  /** A call's request message must have arrived this long after it started (default 60 s, gov.limits.request-timeout). */
+  requestTimeoutMs?: number;
+  /** What grpc.health.v1.Health reports on the gRPC listener (the process's readiness). Default: always SERVING. */
+  serving?: ServingState;
+  /** `gov.cors.origins`: browser origins allowed on the HTTP/1.1 listener (Connect, gRPC-Web). Default none: CORS off. */
+  corsOrigins?: readonly string[];
 }
 
 export interface ServeConnectOptions extends ConnectRoutesOptions {
@@ -36,6 +52,11 @@ export function createH2cServer(options: ConnectRoutesOptions): Promise<FastifyI
   return connectApp(options, true);
 }
 
+/** The HTTP/1.1 half of {@link serveConnect}, not yet listening: Connect and gRPC-Web (a service's own process). */
+export function createConnectServer(options: ConnectRoutesOptions): Promise<FastifyInstance> {
+  return connectApp(options, false);
+}
+
 async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promise<FastifyInstance> {
   const app = fastify({
     http2: http2 as false, // one code path for both; fastify's overloads want a literal
@@ -44,9 +65,63 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     // Streams never finish on their own, and Node 20 does not end open h2 sessions on close(): without this,
     // shutdown would wait for clients forever.
     forceCloseConnections: true,
+    // A request (headers and body) must arrive within the request timeout; an idle h2 session is closed after it.
+    requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms,
+    // Node checks that timeout every 30 s by default, which lets a slow request live almost twice as long.
+    ...(http2 ? {} : { http: { connectionsCheckingInterval: 1000, headersTimeout: Math.min(60_000, options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms) } }),
+    ...({ http2SessionTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms } as object), // h2 only; the h1 overload does not know it
+    // The router's and Node's own refusals (bad escapes, over-long URLs, slow requests) in the contract's shape.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms),
   });
-  await app.register(fastifyConnectPlugin, { routes: options.routes, interceptors: options.interceptors, readMaxBytes: options.readMaxBytes });
+  // Health watches end when the listener closes, so probes reconnect elsewhere instead of holding shutdown up.
+  const closing = new AbortController();
+  app.addHook("preClose", (done) => {
+    closing.abort();
+    done();
+  });
+  const grpcExtras = http2 ? { serving: options.serving ?? alwaysServing, closing: closing.signal } : undefined;
+  if (!http2) await registerCors(app as unknown as FastifyInstance, options.corsOrigins ?? []); // browsers speak HTTP/1.1 here, not h2c
+  await app.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES });
+  app.setNotFoundHandler((req, reply) => {
+    if (answerUnknownRpc(req, reply)) return;
+    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: this listener serves RPCs only` });
+  });
   return app as unknown as FastifyInstance;
+}
+
+/**
+ * The service's routes as every listener serves them: `application/grpc-web-text` accepted and `grpc-message` encoded
+ * per the gRPC spec; on a gRPC listener also server reflection (v1, v1alpha) and grpc.health.v1.Health, which
+ * describe exactly the services `routes` registers.
+ */
+function connectRoutes(routes: (router: ConnectRouter) => void, grpc?: { serving: ServingState; closing: AbortSignal }, guards?: RequestGuards): (router: ConnectRouter) => void {
+  return (router) => {
+    routes(router);
+    if (grpc) {
+      const served = [...new Set(router.handlers.map((h) => h.service))];
+      reflectionRoutes([...served, Health])(router);
+      healthRoutes(served.map((s) => s.typeName), grpc.serving, grpc.closing)(router);
+    }
+    fixRequestErrors(router, guards); // inside the wire fixes, which must see the corrected status
+    applyWireFixes(router);
+  };
+}
+
+/**
+ * For a Connect plugin registered outside {@link serveConnect} (the gateway's port): the same wire fixes
+ * (`application/grpc-web-text`, spec `grpc-message`) around `routes`.
+ */
+export function withGrpcWireFixes(routes: (router: ConnectRouter) => void, guards?: Pick<ConnectRoutesOptions, "readMaxBytes" | "readMaxBytesSetting" | "requestTimeoutMs">): (router: ConnectRouter) => void {
+  return connectRoutes(routes, undefined, guards && guardsOf(guards));
+}
+
+/** Without a configured limit a listener still refuses messages over 4 MiB (gRPC's customary default), before buffering them. */
+const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;
+
+function guardsOf(options: Pick<ConnectRoutesOptions, "readMaxBytes" | "readMaxBytesSetting" | "requestTimeoutMs">): RequestGuards {
+  const readMaxBytes = options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES;
+  return { limit: { readMaxBytes, setting: options.readMaxBytesSetting ?? "the listener's message limit" }, bodyTimeoutMs: options.requestTimeoutMs };
 }
 
 const urlOf = (app: FastifyInstance, host: string) => `http://${host}:${(app.server.address() as { port: number }).port}`;

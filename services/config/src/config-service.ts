@@ -8,12 +8,13 @@ import {
   ConfigSchema,
   ConfigService,
   ConfigVersionSchema,
-  ImportResultSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, limitExceeded, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
+import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
+import { importEntries } from "./import-configs.js";
 import { readImportArchive, writeExportArchive } from "./zip-archive.js";
 import { watchChanges } from "./watch-changes.js";
 
@@ -26,38 +27,24 @@ export interface ConfigServiceDeps {
 
 const sha256 = (data: string) => createHash("sha256").update(data).digest("hex");
 
-const DOT_SEGMENT = /(?:^|\/)\.\.?(?:\/|$)/;
-
+/** Rules for naming an existing config (reads, rollback, delete): every stored id passes them. */
 function checkConfigId(configId: string): void {
-  if (!configId) throw new ConnectError("config id is required, e.g. app.yaml", Code.InvalidArgument);
-  if (configId.length > 512 || /[\u0000-\u001f\u007f]/.test(configId)) {
-    throw new ConnectError("config id must be at most 512 characters without control characters", Code.InvalidArgument);
-  }
-  if (configId === "export") {
-    // GET .../configs/export is the ZIP export, so a config of that name could be written but never read over REST.
-    throw new ConnectError('"export" is reserved (GET .../configs/export downloads the archive): choose another config id', Code.InvalidArgument);
-  }
-  if (configId.startsWith("/") || DOT_SEGMENT.test(configId)) {
-    // Ids become ZIP entry names on export; refusing these keeps every export safe to unpack.
-    throw new ConnectError(`config id "${configId}" must not start with "/" or contain "." or ".." segments`, Code.InvalidArgument);
-  }
+  const problem = basicConfigIdProblem(configId);
+  if (problem) throw new ConnectError(problem, Code.InvalidArgument);
+}
+
+/** Rules for writing a config: also those that make export → import give back every id unchanged (config-id.ts). */
+function checkWritableConfigId(configId: string): void {
+  const problem = writableConfigIdProblem(configId);
+  if (problem) throw new ConnectError(problem.message, Code.InvalidArgument);
 }
 
 function checkVersion(version: number, field: string): void {
   if (!Number.isInteger(version) || version < 1) {
-    throw new ConnectError(`${field} must be a whole number of at least 1 (versions start at 1)`, Code.InvalidArgument);
+    throw new ConnectError(`${field} must be a whole number from 1 to 2147483647 (versions start at 1), not ${version}`, Code.InvalidArgument);
   }
 }
 
-/** The message of the ConnectError `check` throws, or undefined when it passes. */
-function problemOf(check: () => void): string | undefined {
-  try {
-    check();
-    return undefined;
-  } catch (err) {
-    return err instanceof ConnectError ? err.rawMessage : String(err);
-  }
-}
 
 // Store records are immutable and cached by the stores, so the message made from one can be reused too:
 // a hot config read then allocates nothing here.
@@ -83,7 +70,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
   const checkContent = (data: string) => {
     const bytes = Buffer.byteLength(data, "utf8");
     if (bytes > limits.maxContentBytes) {
-      throw new ConnectError(`config content is ${bytes} bytes, over the limit of ${limits.maxContentBytes} (gov.limits.config-content)`, Code.InvalidArgument);
+      throw limitExceeded("config content", bytes, limits.maxContentBytes, "gov.limits.config-content"); // 413 on REST, resource_exhausted everywhere
     }
   };
 
@@ -94,7 +81,8 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
     },
 
     async setConfig(req) {
-      checkTarget(req.namespace, req.configId);
+      checkNamespace(req.namespace, deps.namespaceRule);
+      checkWritableConfigId(req.configId);
       checkContent(req.data);
       return store.set(req.namespace, req.configId, req.data, sha256(req.data), now());
     },
@@ -144,35 +132,15 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       return { version: create(ConfigHistorySchema, { ...h, createTime: timestampFromMs(h.createTime), opTime: timestampFromMs(h.opTime) }) };
     },
 
-    async importConfigs(req) {
+    async importConfigs(req, ctx: HandlerContext) {
       checkTarget(req.namespace);
       const policy = req.policy || "skip";
       if (policy !== "skip" && policy !== "overwrite") {
         throw new ConnectError(`policy "${req.policy}" is not known: use skip (default) or overwrite`, Code.InvalidArgument);
       }
-      const entries = await readImportArchive(req.importZip, limits);
-      const results = [];
-      let succeeded = 0;
-      for (const entry of entries) {
-        if (!("data" in entry)) {
-          results.push(create(ImportResultSchema, entry));
-          continue;
-        }
-        const idProblem = problemOf(() => checkConfigId(entry.configId)); // the same id rules as SetConfig
-        if (idProblem) {
-          results.push(create(ImportResultSchema, { configId: entry.configId, outcome: "rejected", reason: idProblem }));
-          continue;
-        }
-        const existing = await store.get(req.namespace, entry.configId);
-        if (existing && policy === "skip") {
-          results.push(create(ImportResultSchema, { configId: entry.configId, outcome: "skipped", reason: "exists (use policy=overwrite to replace it)" }));
-          continue;
-        }
-        const { changed } = await store.set(req.namespace, entry.configId, entry.data, sha256(entry.data), now());
-        const outcome = !existing ? "created" : changed ? "updated" : "unchanged";
-        if (changed) succeeded++;
-        results.push(create(ImportResultSchema, { configId: entry.configId, outcome }));
-      }
+      // Every limit and every entry is checked before the first write (zip-archive.ts); then one write per entry.
+      const entries = await readImportArchive(req.importZip, limits, ctx.signal);
+      const { results, succeeded } = await importEntries(store, req.namespace, entries, policy, { now, hash: sha256, signal: ctx.signal });
       return { total: results.length, succeeded, results };
     },
 
@@ -197,30 +165,38 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
       const first = await store.get(req.namespace, req.configId);
-      // What the client has seen: events it already has (published before the first read, delivered after) are dropped.
+      // The version the client has (or last saw removed): an event at or below it was published before the read
+      // that produced what the client has, and is dropped as already seen.
       let seen = first?.version ?? 0;
       let present = first !== undefined;
       yield message("current", first);
       for await (const change of changes) {
         if (change === "resync") {
           const now = await store.get(req.namespace, req.configId);
-          seen = Math.max(seen, now?.version ?? 0);
+          // Set, not raised: a store that lost its data (Redis restarted without persistence) counts versions from 1
+          // again, and those new versions must not pass for already seen. The resync's re-read is the new baseline.
+          seen = now?.version ?? 0;
           present = now !== undefined;
           yield message("resync", now);
           continue;
         }
         if (change.op === "remove") {
-          if (!present) continue;
+          // A removal of a version older than the one shown was followed by a re-creation the client already has.
+          if (!present || change.version < seen) continue;
           present = false;
+          seen = change.version;
           yield message("remove");
           continue;
         }
         if (change.version <= seen) continue;
-        seen = change.version;
-        present = true;
-        // Later changes may already have landed: send the version this event announced, from the history if needed.
+        // Later changes may already have landed: send the version this event announced, from the history if needed,
+        // or the current state if that version is gone from the history too.
         const current = await store.get(req.namespace, req.configId);
-        yield message(change.op, current?.version === change.version ? current : await store.version(req.namespace, req.configId, change.version));
+        const record = current?.version === change.version ? current : ((await store.version(req.namespace, req.configId, change.version)) ?? current);
+        if (record === undefined) continue; // removed since: its remove event follows
+        seen = record.version;
+        present = true;
+        yield message(change.op, record);
       }
     },
   };

@@ -1,4 +1,4 @@
-import { connectRedis, parseRedisUrl } from "@gov/redis";
+import { connectRedis, parseRedisUrl, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SettingsError } from "@gov/settings";
 import type { ConfigStore } from "./store/config-store.js";
 import { createMemoryConfigStore } from "./store/memory-config-store.js";
@@ -10,15 +10,25 @@ export interface StoreSettings {
   maxVersions: number;
 }
 
-/** Redis when REDIS_URL is set, else the embedded store (contract §1). */
-export async function openConfigStore(settings: StoreSettings): Promise<ConfigStore> {
+/** The process's Redis client and Pub/Sub hub (see the process runner); the store then owns neither. */
+export interface SharedRedis {
+  client: RedisClient;
+  kind: "redis" | "redis-cluster";
+  hub: SubscriberHub;
+}
+
+/**
+ * Redis when REDIS_URL is set, else the embedded store (contract §1). With `shared`, the store uses the process's
+ * client; without, it opens (and owns) one of its own.
+ */
+export async function openConfigStore(settings: StoreSettings, shared?: SharedRedis): Promise<ConfigStore> {
   if (!settings.redisUrl) return createMemoryConfigStore({ maxVersions: settings.maxVersions });
-  const target = parseRedisUrl(settings.redisUrl);
-  if (target.kind === "cluster" && !settings.requireHashTag) {
+  const kind = shared?.kind ?? (parseRedisUrl(settings.redisUrl).kind === "cluster" ? "redis-cluster" : "redis");
+  if (kind === "redis-cluster" && !settings.requireHashTag) {
     throw new SettingsError(
       "setting gov.namespace.require-hash-tag=false cannot be used with a Redis Cluster: namespaces without a {tag} would spread over slots",
     );
   }
-  const client = await connectRedis(settings.redisUrl);
-  return createRedisConfigStore(client, { maxVersions: settings.maxVersions, kind: target.kind === "cluster" ? "redis-cluster" : "redis" });
+  if (shared) return createRedisConfigStore(shared.client, { maxVersions: settings.maxVersions, kind, hub: shared.hub });
+  return createRedisConfigStore(await connectRedis(settings.redisUrl), { maxVersions: settings.maxVersions, kind });
 }

@@ -1,8 +1,11 @@
 import { parseBytes, parseInteger, type SettingDef } from "@gov/settings";
-import { sharedSettings } from "@gov/service-kit";
+import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
-/** Settings of the config service (contract §3, §4, §8). Each is documented in the root README. */
-export const configSettings = {
+/** Ports of the config service's own process (`npm run start:config`). */
+export const CONFIG_PORTS = { port: 8091, grpcPort: 9091 };
+
+/** What the config module reads (contract §3, §4, §8). Each is documented in the root README. */
+export const configModuleSettings = {
   ...sharedSettings,
   maxVersions: {
     name: "gov.config.history.max-versions",
@@ -34,25 +37,13 @@ export const configSettings = {
     default: 64 * 1024 * 1024,
     doc: "largest total uncompressed size of an imported ZIP",
   } as SettingDef<number>,
-  port: {
-    name: "gov.config-service.port",
-    parse: parseInteger(0, 65535),
-    default: 8091,
-    doc: "HTTP/1.1 port (Connect, gRPC-Web) of the config service when it runs as its own process (`npm run start:config`)",
-  } as SettingDef<number>,
-  host: {
-    name: "gov.config-service.host",
-    parse: (raw: string) => raw.trim(),
-    default: "127.0.0.1",
-    doc: "address the config service binds to when it runs as its own process (`0.0.0.0` to serve other hosts)",
-  } as SettingDef<string>,
-  grpcPort: {
-    name: "gov.config-service.grpc-port",
-    parse: parseInteger(0, 65535),
-    default: 9091,
-    doc: "h2c port (gRPC) of the config service when it runs as its own process",
-  } as SettingDef<number>,
 };
+
+/**
+ * Every setting of the config service, with the endpoint settings the process runner derives from its name
+ * (`gov.config-service.url|port|host|grpc-port`): what the README's settings table documents.
+ */
+export const configSettings = { ...configModuleSettings, ...endpointSettings("config", CONFIG_PORTS) };
 
 export interface ConfigLimits {
   maxContentBytes: number;

@@ -3,30 +3,50 @@ import type { ConfigChange, ConfigStore } from "./store/config-store.js";
 /** A change that matched, or "resync": the store's event feed was interrupted, so changes may have been missed. */
 export type WatchEvent = ConfigChange | "resync";
 
+const keyOf = (c: ConfigChange) => `${c.namespace}\u0000${c.configId}`;
+
+/** Unread events a watch keeps exactly; beyond this, each config's older unread changes are dropped (see below). */
+export const MAX_QUEUED_EVENTS = 64;
+
 /**
  * The store's change events that match `filter`, as an async iterable that ends when `signal` aborts.
  * Events are queued from the moment of the call, so a caller can subscribe first and read state second.
+ *
+ * Bounded, so that a watcher that does not read costs a bounded amount of memory however many changes arrive: a
+ * reader that keeps up gets every change, in order; once more than MAX_QUEUED_EVENTS are unread, only the newest
+ * unread change per config is kept (a watcher needs the newest state, not every step to it). A resync replaces every
+ * change queued before it (the re-read it asks for covers them) and comes before the changes that arrive after it.
  */
 export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => boolean, signal: AbortSignal): AsyncIterable<WatchEvent> {
-  const queue: WatchEvent[] = [];
+  let queue: WatchEvent[] = [];
   let wake: (() => void) | undefined;
-  const push = (e: WatchEvent) => {
-    queue.push(e);
+  const onChange = (c: ConfigChange) => {
+    if (!filter(c)) return;
+    if (queue.length >= MAX_QUEUED_EVENTS) {
+      const key = keyOf(c);
+      queue = queue.filter((e) => e === "resync" || keyOf(e) !== key);
+    }
+    queue.push(c);
     wake?.();
   };
-  const unsubscribe = store.subscribe(
-    (c) => filter(c) && push(c),
-    () => push("resync"),
-  );
+  const onResync = () => {
+    queue = ["resync"];
+    wake?.();
+  };
+  const unsubscribe = store.subscribe(onChange, onResync);
   const onAbort = () => wake?.();
   signal.addEventListener("abort", onAbort, { once: true });
   return {
     async *[Symbol.asyncIterator]() {
       try {
         while (!signal.aborted) {
-          if (queue.length === 0) await new Promise<void>((r) => (wake = r));
+          const event = queue.shift();
+          if (event !== undefined) {
+            yield event;
+            continue;
+          }
+          await new Promise<void>((r) => (wake = r));
           wake = undefined;
-          while (queue.length > 0 && !signal.aborted) yield queue.shift()!;
         }
       } finally {
         unsubscribe();

@@ -1,94 +1,104 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { limitExceeded } from "@gov/service-kit";
 import { Readable } from "node:stream";
 import JSZip from "jszip";
+import { type ConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
 import type { ConfigLimits } from "./settings.js";
+import { canceled, inflateEntry, readCentralDirectory, shortName, turnTaker, type ZipEntryInfo } from "./zip-reader.js";
 
-/** One entry of an import archive: a config to write, or a reason it is passed over. */
+/** One entry of an import archive: a config to write, or the reason it is passed over. One per archive entry. */
 export type ImportEntry =
   | { configId: string; data: string }
   | { configId: string; outcome: "skipped" | "rejected"; reason: string };
 
 // ZIP entries carry a DOS date; a fixed one makes the same configs always export to the same bytes.
 const FIXED_DATE = new Date(Date.UTC(1980, 0, 1));
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// Content is stored exactly as sent: a BOM is content, not a marker to strip.
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-function entryProblem(name: string): { outcome: "skipped" | "rejected"; reason: string } | undefined {
-  if (name.startsWith("/") || /^[A-Za-z]:[\\/]/.test(name) || name.includes("\\")) {
-    return { outcome: "rejected", reason: "absolute paths and backslashes are not allowed in entry names" };
+const skipped = (configId: string, reason: string): ImportEntry => ({ configId, outcome: "skipped", reason });
+const rejected = (configId: string, reason: string): ImportEntry => ({ configId, outcome: "rejected", reason });
+
+/** What to do with an entry judged by its central-directory record alone, or undefined when it is to be inflated. */
+function judge(entry: ZipEntryInfo, idProblem: ConfigIdProblem | undefined, limits: ConfigLimits): ImportEntry | undefined {
+  const row = shortName(entry.name);
+  if (entry.nameProblem) return rejected(row, entry.nameProblem);
+  if (entry.name.endsWith("/")) return skipped(row, "a folder entry: folders are not configs (each file in it has a row of its own)");
+  if (idProblem?.hidden) return skipped(row, 'a hidden file or macOS metadata (a name segment starting with "." or __MACOSX/): such names are never config ids');
+  if (idProblem) return rejected(row, idProblem.message);
+  if (entry.encrypted) return rejected(row, "the entry is encrypted, which the import does not support: add it unencrypted");
+  if (entry.compressionMethod !== 0 && entry.compressionMethod !== 8) {
+    return rejected(row, `the entry uses compression method ${entry.compressionMethod}, which the import does not support: use deflate or no compression`);
   }
-  const parts = name.split("/");
-  if (parts.some((p) => p === ".." || p === ".")) return { outcome: "rejected", reason: "entry names must not contain '.' or '..' segments" };
-  if (parts.some((p) => p.startsWith(".")) || parts[0] === "__MACOSX") return { outcome: "skipped", reason: "hidden file" };
+  if (entry.uncompressedSize > limits.maxContentBytes) {
+    return rejected(row, `content is ${entry.uncompressedSize} bytes, over the limit of ${limits.maxContentBytes} bytes (gov.limits.config-content)`);
+  }
   return undefined;
 }
 
-/** Declared size first (cheap, refuses obvious bombs), then the real size while inflating (declared sizes can lie). */
-async function inflate(file: JSZip.JSZipObject, budget: { left: number }, limitText: string): Promise<Uint8Array> {
-  const declared = (file as unknown as { _data?: { uncompressedSize?: number } })._data?.uncompressedSize ?? 0;
-  if (declared > budget.left) throw new ConnectError(limitText, Code.InvalidArgument);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  await new Promise<void>((resolve, reject) => {
-    const stream = file.nodeStream("nodebuffer");
-    stream.on("data", (chunk: Uint8Array) => {
-      size += chunk.length;
-      if (size > budget.left) {
-        stream.pause();
-        reject(new ConnectError(limitText, Code.InvalidArgument));
-      } else chunks.push(chunk);
-    });
-    stream.on("error", (err: Error) => reject(new ConnectError(`entry "${file.name}" cannot be read: ${err.message}`, Code.InvalidArgument)));
-    stream.on("end", () => resolve());
-  });
-  budget.left -= size;
-  return Buffer.concat(chunks);
+/**
+ * Reads and checks a whole import archive before anything is written, one result per entry in archive order.
+ * Refuses (throws) an archive that is empty, over a limit (resource_exhausted naming the setting), unreadable or
+ * crafted (invalid_argument) — before inflating anything, except an entry that inflates past its declared size,
+ * which is stopped there. Throws canceled when `signal` aborts.
+ */
+export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits, signal: AbortSignal): Promise<ImportEntry[]> {
+  if (upload.length === 0) {
+    throw new ConnectError(
+      "no archive was received (the importZip file part is missing or has no bytes): send the ZIP as the multipart file part importZip (curl -F importZip=@configs.zip), or in the importZip field on Connect/gRPC",
+      Code.InvalidArgument,
+    );
+  }
+  if (upload.length > limits.maxZipBytes) throw limitExceeded("the ZIP upload", upload.length, limits.maxZipBytes, "gov.limits.zip-upload");
+  const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.length);
+  const entries = await readCentralDirectory(bytes, limits, signal);
+
+  const takeTurn = turnTaker();
+  const results: (ImportEntry | undefined)[] = [];
+  // Entries with a valid config id, by id: two entries with one name make it unclear which is meant, so neither is
+  // imported (rather than "the last one wins").
+  const byName = new Map<string, number[]>();
+  for (const [i, entry] of entries.entries()) {
+    // The same id rules as SetConfig; a folder's name ends with "/", which they refuse.
+    const idProblem = entry.nameProblem ? undefined : writableConfigIdProblem(entry.name);
+    results.push(judge(entry, idProblem, limits));
+    if (!entry.nameProblem && !idProblem) {
+      const at = byName.get(entry.name);
+      if (at) at.push(i);
+      else byName.set(entry.name, [i]);
+    }
+    await takeTurn();
+  }
+  for (const [name, at] of byName) {
+    if (at.length < 2) continue;
+    const which = at.length > 5 ? `${at.slice(0, 5).map((i) => `#${i + 1}`).join(", ")} …` : at.map((i) => `#${i + 1}`).join(", ");
+    const row = rejected(name, `the archive has ${at.length} entries named "${name}" (entries ${which}): which one is meant is unclear, so none was imported`);
+    for (const i of at) {
+      results[i] = row;
+      await takeTurn();
+    }
+  }
+
+  for (const [i, entry] of entries.entries()) {
+    if (results[i]) continue;
+    if (signal.aborted) throw canceled();
+    const content = await inflateEntry(bytes, entry);
+    try {
+      results[i] = { configId: entry.name, data: utf8.decode(content) };
+    } catch {
+      results[i] = rejected(entry.name, "content is not UTF-8 text: configs are text");
+    }
+    await takeTurn();
+  }
+  return results as ImportEntry[];
 }
 
 /**
- * Reads and checks a whole import archive before anything is written: a non-ZIP upload or an archive over a
- * limit throws invalid_argument naming the limit; unsafe or hidden entries come back as rejected/skipped.
+ * The export archive, one entry per config (name = configId, content = data), as a stream of chunks. JSZip writes names
+ * verbatim (a name such as "a:b" stays as it is), marks non-ASCII names UTF-8 (bit 11, plus the Info-ZIP Unicode Path
+ * field), deflates in 16 KiB steps between event-loop turns, and with a fixed date gives the same bytes for the same
+ * configs.
  */
-export async function readImportArchive(bytes: Uint8Array, limits: ConfigLimits): Promise<ImportEntry[]> {
-  if (bytes.length === 0) throw new ConnectError("the importZip file is empty: upload a ZIP archive", Code.InvalidArgument);
-  if (bytes.length > limits.maxZipBytes) {
-    throw new ConnectError(`the archive is ${bytes.length} bytes, over the upload limit of ${limits.maxZipBytes} bytes (gov.limits.zip-upload)`, Code.InvalidArgument);
-  }
-  let zip: JSZip;
-  try {
-    zip = await JSZip.loadAsync(bytes, { checkCRC32: true });
-  } catch (err) {
-    throw new ConnectError(`the uploaded file is not a readable ZIP archive (${(err as Error).message})`, Code.InvalidArgument);
-  }
-  const files = Object.values(zip.files).filter((f) => !f.dir);
-  if (files.length > limits.maxZipEntries) {
-    throw new ConnectError(`the archive has ${files.length} entries, over the limit of ${limits.maxZipEntries} (gov.limits.zip-entries); nothing was imported`, Code.InvalidArgument);
-  }
-  const budget = { left: limits.maxZipUncompressedBytes };
-  const limitText = `the archive inflates to more than ${limits.maxZipUncompressedBytes} bytes (gov.limits.zip-uncompressed); nothing was imported`;
-  const entries: ImportEntry[] = [];
-  for (const file of files) {
-    // JSZip quietly resolves "../x" to "x"; judge (and report) the name as it stands in the archive.
-    const name = (file as unknown as { unsafeOriginalName?: string }).unsafeOriginalName ?? file.name;
-    const problem = entryProblem(name);
-    if (problem) {
-      entries.push({ configId: name, ...problem });
-      continue;
-    }
-    const raw = await inflate(file, budget, limitText);
-    if (raw.length > limits.maxContentBytes) {
-      entries.push({ configId: file.name, outcome: "rejected", reason: `content is ${raw.length} bytes, over the limit of ${limits.maxContentBytes} (gov.limits.config-content)` });
-      continue;
-    }
-    try {
-      entries.push({ configId: file.name, data: utf8.decode(raw) });
-    } catch {
-      entries.push({ configId: file.name, outcome: "rejected", reason: "content is not UTF-8 text" });
-    }
-  }
-  return entries;
-}
-
-/** The export archive, one entry per config (name = configId, content = data), as a stream of chunks. */
 export async function* writeExportArchive(configs: { configId: string; data: string }[]): AsyncGenerator<Uint8Array> {
   const zip = new JSZip();
   for (const c of configs) zip.file(c.configId, c.data, { date: FIXED_DATE, createFolders: false });

@@ -18,15 +18,21 @@ export const file_gov_config_v1_config: GenFile = /*@__PURE__*/
   fileDesc("Chpnb3YvY29uZmlnL3YxL2NvbmZpZy5wcm90bxINZ292LmNvbmZpZy52MSJ5CgZDb25maWcSEQoJY29uZmlnX2lkGAEgASgJEgwKBGRhdGEYAiABKAkSDAoEaGFzaBgDIAEoCRIPCgd2ZXJzaW9uGAQgASgFEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK5AQoNQ29uZmlnSGlzdG9yeRIRCgljb25maWdfaWQYASABKAkSDAoEZGF0YRgCIAEoCRIMCgRoYXNoGAMgASgJEg8KB3ZlcnNpb24YBCABKAUSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEgoKAm9wGAYgASgJEisKB29wX3RpbWUYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImwKDUNvbmZpZ1ZlcnNpb24SEQoJY29uZmlnX2lkGAEgASgJEg8KB3ZlcnNpb24YAiABKAUSCgoCb3AYAyABKAkSKwoHb3BfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiJwoSTGlzdENvbmZpZ3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSIpChNMaXN0Q29uZmlnc1Jlc3BvbnNlEhIKCmNvbmZpZ19pZHMYASADKAkiRgoQU2V0Q29uZmlnUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJY29uZmlnX2lkGAIgASgJEgwKBGRhdGEYAyABKAkiNQoRU2V0Q29uZmlnUmVzcG9uc2USDwoHY2hhbmdlZBgBIAEoCBIPCgd2ZXJzaW9uGAIgASgFIjsKE0RlbGV0ZUNvbmZpZ1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCWNvbmZpZ19pZBgCIAEoCSInChREZWxldGVDb25maWdSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIjgKEEdldENvbmZpZ1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCWNvbmZpZ19pZBgCIAEoCSI6ChFHZXRDb25maWdSZXNwb25zZRIlCgZjb25maWcYASABKAsyFS5nb3YuY29uZmlnLnYxLkNvbmZpZyJVChVSb2xsYmFja0NvbmZpZ1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCWNvbmZpZ19pZBgCIAEoCRIWCg50YXJnZXRfdmVyc2lvbhgDIAEoBSI6ChZSb2xsYmFja0NvbmZpZ1Jlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgSDwoHdmVyc2lvbhgCIAEoBSJBChlMaXN0Q29uZmlnVmVyc2lvbnNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRIRCgljb25maWdfaWQYAiABKAkiTAoaTGlzdENvbmZpZ1ZlcnNpb25zUmVzcG9uc2USLgoIdmVyc2lvbnMYASADKAsyHC5nb3YuY29uZmlnLnYxLkNvbmZpZ1ZlcnNpb24iUAoXR2V0Q29uZmlnVmVyc2lvblJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhEKCWNvbmZpZ19pZBgCIAEoCRIPCgd2ZXJzaW9uGAMgASgFIkkKGEdldENvbmZpZ1ZlcnNpb25SZXNwb25zZRItCgd2ZXJzaW9uGAEgASgLMhwuZ292LmNvbmZpZy52MS5Db25maWdIaXN0b3J5Ik0KFEltcG9ydENvbmZpZ3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgppbXBvcnRfemlwGAIgASgMEg4KBnBvbGljeRgDIAEoCSJCCgxJbXBvcnRSZXN1bHQSEQoJY29uZmlnX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSDgoGcmVhc29uGAMgASgJImcKFUltcG9ydENvbmZpZ3NSZXNwb25zZRINCgV0b3RhbBgBIAEoBRIRCglzdWNjZWVkZWQYAiABKAUSLAoHcmVzdWx0cxgDIAMoCzIbLmdvdi5jb25maWcudjEuSW1wb3J0UmVzdWx0IikKFEV4cG9ydENvbmZpZ3NSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCSJOChVFeHBvcnRDb25maWdzUmVzcG9uc2USIgoEYm9keRgBIAEoCzIULmdvb2dsZS5hcGkuSHR0cEJvZHkSEQoJZmlsZV9uYW1lGAIgASgJIjoKEldhdGNoQ29uZmlnUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkSEQoJY29uZmlnX2lkGAIgASgJIlsKE1dhdGNoQ29uZmlnUmVzcG9uc2USCgoCb3AYASABKAkSEQoJY29uZmlnX2lkGAIgASgJEiUKBmNvbmZpZxgDIAEoCzIVLmdvdi5jb25maWcudjEuQ29uZmlnMtUMCg1Db25maWdTZXJ2aWNlEo8BCgtMaXN0Q29uZmlncxIhLmdvdi5jb25maWcudjEuTGlzdENvbmZpZ3NSZXF1ZXN0GiIuZ292LmNvbmZpZy52MS5MaXN0Q29uZmlnc1Jlc3BvbnNlIjmQAgGC0+STAjBiCmNvbmZpZ19pZHMSIi92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L2NvbmZpZ3MSlQEKCVNldENvbmZpZxIfLmdvdi5jb25maWcudjEuU2V0Q29uZmlnUmVxdWVzdBogLmdvdi5jb25maWcudjEuU2V0Q29uZmlnUmVzcG9uc2UiRYLT5JMCPzoEZGF0YWIHY2hhbmdlZBouL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vY29uZmlncy97Y29uZmlnX2lkfRKYAQoMRGVsZXRlQ29uZmlnEiIuZ292LmNvbmZpZy52MS5EZWxldGVDb25maWdSZXF1ZXN0GiMuZ292LmNvbmZpZy52MS5EZWxldGVDb25maWdSZXNwb25zZSI/gtPkkwI5YgdyZW1vdmVkKi4vdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9jb25maWdzL3tjb25maWdfaWR9EpEBCglHZXRDb25maWcSHy5nb3YuY29uZmlnLnYxLkdldENvbmZpZ1JlcXVlc3QaIC5nb3YuY29uZmlnLnYxLkdldENvbmZpZ1Jlc3BvbnNlIkGQAgGC0+STAjhiBmNvbmZpZxIuL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vY29uZmlncy97Y29uZmlnX2lkfRKyAQoOUm9sbGJhY2tDb25maWcSJC5nb3YuY29uZmlnLnYxLlJvbGxiYWNrQ29uZmlnUmVxdWVzdBolLmdvdi5jb25maWcudjEuUm9sbGJhY2tDb25maWdSZXNwb25zZSJTgtPkkwJNYgdjaGFuZ2VkGkIvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9jb25maWdzL3tjb25maWdfaWR9L3RvL3t0YXJnZXRfdmVyc2lvbn0StwEKEkxpc3RDb25maWdWZXJzaW9ucxIoLmdvdi5jb25maWcudjEuTGlzdENvbmZpZ1ZlcnNpb25zUmVxdWVzdBopLmdvdi5jb25maWcudjEuTGlzdENvbmZpZ1ZlcnNpb25zUmVzcG9uc2UiTJACAYLT5JMCQ2IIdmVyc2lvbnMSNy92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L2NvbmZpZ3Mve2NvbmZpZ19pZH0vdmVyc2lvbnMSugEKEEdldENvbmZpZ1ZlcnNpb24SJi5nb3YuY29uZmlnLnYxLkdldENvbmZpZ1ZlcnNpb25SZXF1ZXN0GicuZ292LmNvbmZpZy52MS5HZXRDb25maWdWZXJzaW9uUmVzcG9uc2UiVZACAYLT5JMCTGIHdmVyc2lvbhJBL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vY29uZmlncy97Y29uZmlnX2lkfS92ZXJzaW9ucy97dmVyc2lvbn0SiQEKDUltcG9ydENvbmZpZ3MSIy5nb3YuY29uZmlnLnYxLkltcG9ydENvbmZpZ3NSZXF1ZXN0GiQuZ292LmNvbmZpZy52MS5JbXBvcnRDb25maWdzUmVzcG9uc2UiLYLT5JMCJzoBKiIiL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vY29uZmlncxKYAQoNRXhwb3J0Q29uZmlncxIjLmdvdi5jb25maWcudjEuRXhwb3J0Q29uZmlnc1JlcXVlc3QaJC5nb3YuY29uZmlnLnYxLkV4cG9ydENvbmZpZ3NSZXNwb25zZSI6kAIBgtPkkwIxYgRib2R5EikvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9jb25maWdzL2V4cG9ydDABEpcBCgtXYXRjaENvbmZpZxIhLmdvdi5jb25maWcudjEuV2F0Y2hDb25maWdSZXF1ZXN0GiIuZ292LmNvbmZpZy52MS5XYXRjaENvbmZpZ1Jlc3BvbnNlIj+QAgGC0+STAjYSNC92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L2NvbmZpZ3Mve2NvbmZpZ19pZH0vd2F0Y2gwAWIGcHJvdG8z", [file_google_api_annotations, file_google_api_httpbody, file_google_protobuf_timestamp]);
 
 /**
+ * A config as it is now.
+ *
  * @generated from message gov.config.v1.Config
  */
 export type Config = Message<"gov.config.v1.Config"> & {
   /**
+   * The config's id, free text up to 512 characters (may hold '/', ':' …).
+   *
    * @generated from field: string config_id = 1;
    */
   configId: string;
 
   /**
+   * The content, UTF-8 text.
+   *
    * @generated from field: string data = 2;
    */
   data: string;
@@ -110,6 +116,8 @@ export const ConfigHistorySchema: GenMessage<ConfigHistory> = /*@__PURE__*/
   messageDesc(file_gov_config_v1_config, 1);
 
 /**
+ * A superseded version, without its content (GetConfigVersion reads it in full).
+ *
  * @generated from message gov.config.v1.ConfigVersion
  */
 export type ConfigVersion = Message<"gov.config.v1.ConfigVersion"> & {
@@ -146,6 +154,10 @@ export const ConfigVersionSchema: GenMessage<ConfigVersion> = /*@__PURE__*/
  */
 export type ListConfigsRequest = Message<"gov.config.v1.ListConfigsRequest"> & {
   /**
+   * The namespace. It must contain a non-empty Redis Cluster hash tag in braces ({dev}, cosky-{dev}) and is used
+   * exactly as given: `dev` is refused, and {dev} and cosky-{dev} are different data sets. In a URL send the braces
+   * raw or percent-encoded (%7Bdev%7D).
+   *
    * @generated from field: string namespace = 1;
    */
   namespace: string;
@@ -190,6 +202,8 @@ export type SetConfigRequest = Message<"gov.config.v1.SetConfigRequest"> & {
   configId: string;
 
   /**
+   * The new content, UTF-8 text up to gov.limits.config-content (1 MiB by default).
+   *
    * @generated from field: string data = 3;
    */
   data: string;
@@ -214,6 +228,8 @@ export type SetConfigResponse = Message<"gov.config.v1.SetConfigResponse"> & {
   changed: boolean;
 
   /**
+   * The current version after the call.
+   *
    * @generated from field: int32 version = 2;
    */
   version: number;
@@ -253,6 +269,8 @@ export const DeleteConfigRequestSchema: GenMessage<DeleteConfigRequest> = /*@__P
  */
 export type DeleteConfigResponse = Message<"gov.config.v1.DeleteConfigResponse"> & {
   /**
+   * true: the config was deleted.
+   *
    * @generated from field: bool removed = 1;
    */
   removed: boolean;
@@ -275,6 +293,9 @@ export type GetConfigRequest = Message<"gov.config.v1.GetConfigRequest"> & {
   namespace: string;
 
   /**
+   * The config's id: free text up to 512 characters, no control characters, no `.` or `..` segment, no leading `/`;
+   * `export` is reserved. In a URL percent-encode `/` as %2F (dir/db.json → dir%2Fdb.json).
+   *
    * @generated from field: string config_id = 2;
    */
   configId: string;
@@ -319,6 +340,8 @@ export type RollbackConfigRequest = Message<"gov.config.v1.RollbackConfigRequest
   configId: string;
 
   /**
+   * The version whose content becomes current again.
+   *
    * @generated from field: int32 target_version = 3;
    */
   targetVersion: number;
@@ -409,6 +432,8 @@ export type GetConfigVersionRequest = Message<"gov.config.v1.GetConfigVersionReq
   configId: string;
 
   /**
+   * A superseded version's number (see ListConfigVersions).
+   *
    * @generated from field: int32 version = 3;
    */
   version: number;
@@ -505,11 +530,15 @@ export const ImportResultSchema: GenMessage<ImportResult> = /*@__PURE__*/
  */
 export type ImportConfigsResponse = Message<"gov.config.v1.ImportConfigsResponse"> & {
   /**
+   * Entries in the archive.
+   *
    * @generated from field: int32 total = 1;
    */
   total: number;
 
   /**
+   * Entries created or updated.
+   *
    * @generated from field: int32 succeeded = 2;
    */
   succeeded: number;
@@ -632,7 +661,9 @@ export const WatchConfigResponseSchema: GenMessage<WatchConfigResponse> = /*@__P
  */
 export const ConfigService: GenService<{
   /**
-   * GET /v1/namespaces/{namespace}/configs → ["app.yaml", ...]
+   * Lists the ids of a namespace's configs.
+   *
+   * REST answers the bare array, e.g. ["app.yaml", "db.json"]; an empty namespace answers [].
    *
    * @generated from rpc gov.config.v1.ConfigService.ListConfigs
    */
@@ -642,7 +673,10 @@ export const ConfigService: GenService<{
     output: typeof ListConfigsResponseSchema;
   },
   /**
-   * Creates or updates a config. Identical content writes nothing and answers false.
+   * Creates or updates a config.
+   *
+   * Each change writes a new version (the first is 1). Identical content writes nothing and answers false, so
+   * repeating a PUT is safe. REST: the request body is the content, as is (any content type).
    *
    * @generated from rpc gov.config.v1.ConfigService.SetConfig
    */
@@ -652,7 +686,9 @@ export const ConfigService: GenService<{
     output: typeof SetConfigResponseSchema;
   },
   /**
-   * Deletes a config; its last version is archived with op "remove" so it can be rolled back.
+   * Deletes a config.
+   *
+   * Its last version is archived with op "remove", so it can be rolled back. A missing config is not_found (404).
    *
    * @generated from rpc gov.config.v1.ConfigService.DeleteConfig
    */
@@ -662,6 +698,10 @@ export const ConfigService: GenService<{
     output: typeof DeleteConfigResponseSchema;
   },
   /**
+   * Reads the current version of a config.
+   *
+   * A missing config is not_found (404), never an empty answer.
+   *
    * @generated from rpc gov.config.v1.ConfigService.GetConfig
    */
   getConfig: {
@@ -670,7 +710,10 @@ export const ConfigService: GenService<{
     output: typeof GetConfigResponseSchema;
   },
   /**
-   * Writes a new version whose content is the target version's.
+   * Rolls a config back to an earlier version.
+   *
+   * Writes a new version whose content is the target version's (history is never rewritten); also restores a
+   * deleted config. Answers false when the content is already the target's.
    *
    * @generated from rpc gov.config.v1.ConfigService.RollbackConfig
    */
@@ -680,7 +723,10 @@ export const ConfigService: GenService<{
     output: typeof RollbackConfigResponseSchema;
   },
   /**
-   * Superseded versions, newest first.
+   * Lists the superseded versions of a config, newest first.
+   *
+   * The current version is not in the list (read it with GetConfig); the oldest are dropped beyond
+   * gov.config.history.max-versions.
    *
    * @generated from rpc gov.config.v1.ConfigService.ListConfigVersions
    */
@@ -690,6 +736,8 @@ export const ConfigService: GenService<{
     output: typeof ListConfigVersionsResponseSchema;
   },
   /**
+   * Reads one superseded version in full, with the operation that superseded it.
+   *
    * @generated from rpc gov.config.v1.ConfigService.GetConfigVersion
    */
   getConfigVersion: {
@@ -698,7 +746,10 @@ export const ConfigService: GenService<{
     output: typeof GetConfigVersionResponseSchema;
   },
   /**
-   * REST: multipart/form-data with the file part `importZip`; `policy` from the query string or a form field.
+   * Imports configs from a ZIP archive, one config per entry.
+   *
+   * REST: multipart/form-data with the file part `importZip`; `policy` from the query string or a form field. An
+   * archive over a limit is refused before anything is written; each entry gets its own outcome.
    *
    * @generated from rpc gov.config.v1.ConfigService.ImportConfigs
    */
@@ -708,7 +759,10 @@ export const ConfigService: GenService<{
     output: typeof ImportConfigsResponseSchema;
   },
   /**
-   * A ZIP archive with one entry per config, streamed in chunks.
+   * Exports every config of the namespace as a ZIP archive.
+   *
+   * One entry per config, named by its id, streamed in chunks. REST: application/zip with a Content-Disposition file
+   * name `<namespace>_configs_<epochMillis>.zip`.
    *
    * @generated from rpc gov.config.v1.ConfigService.ExportConfigs
    */
@@ -718,7 +772,9 @@ export const ConfigService: GenService<{
     output: typeof ExportConfigsResponseSchema;
   },
   /**
-   * Changes of one config as they happen (REST: text/event-stream). The first message is the current state.
+   * Streams the changes of one config as they happen.
+   *
+   * The first message is the current state (op "current"). REST: text/event-stream (Server-Sent Events).
    *
    * @generated from rpc gov.config.v1.ConfigService.WatchConfig
    */

@@ -1,0 +1,11 @@
+// The all-in-one product: every service module, and the REST gateway in front of them. Adding a service is one line
+// in `modules`. Each module runs in this process unless its `gov.<name>-service.url` is set (then it is called there).
+import { configModule } from "@gov/config-service";
+import { restGateway } from "@gov/gateway";
+import type { ProcessOptions } from "@gov/service-kit";
+
+export const platform = {
+  name: "gov.gateway",
+  modules: [configModule],
+  gateway: restGateway,
+} satisfies ProcessOptions;

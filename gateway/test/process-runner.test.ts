@@ -1,0 +1,174 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
+import { ConfigService } from "@gov/api";
+import { createConfigModule } from "@gov/config-service";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
+import { restGateway } from "../src/index.js";
+import { createTestGateway, ns, seg, testSources, type TestGateway } from "./harness.js";
+
+const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
+const free = { port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" };
+
+describe("one runner: all-in-one and split from the same modules", () => {
+  const open: BuiltProcess[] = [];
+  afterEach(async () => {
+    for (const p of open.splice(0).reverse()) await p.shutdown();
+  });
+
+  it("all-in-one: the config module runs in the process, behind REST, Connect and gRPC", async () => {
+    const proc = await buildProcess({ name: "test", modules: [createConfigModule()], gateway: restGateway, sources: testSources(), logger });
+    open.push(proc);
+    expect(proc.modules).toEqual([{ name: "config", local: true, describe: expect.stringMatching(/^embedded/) }]);
+    const urls = await proc.listen(free);
+    expect(urls.grpcUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const url = `${urls.url}/v1/namespaces/${seg(ns("aio"))}/configs/a.yaml`;
+    expect(await (await fetch(url, { method: "PUT", body: "k: v" })).json()).toBe(true);
+    expect((await (await fetch(url)).json()).data).toBe("k: v");
+  });
+
+  it("split: a config-service process and a gateway process that reaches it over HTTP by gov.config-service.url", async () => {
+    const service = await buildProcess({ name: "test-config", modules: [createConfigModule()], sources: testSources({ GOV_CONFIG_SERVICE_PORT: "0", GOV_CONFIG_SERVICE_GRPC_PORT: "0" }), logger });
+    open.push(service);
+    const serviceUrls = await service.listen({ managementPort: 0 });
+    const gateway = await buildProcess({ name: "test-gw", modules: [createConfigModule()], gateway: restGateway, sources: testSources({ GOV_CONFIG_SERVICE_URL: serviceUrls.url }), logger });
+    open.push(gateway);
+    expect(gateway.modules).toEqual([{ name: "config", local: false, url: serviceUrls.url, describe: `remote config service at ${serviceUrls.url}` }]);
+    const urls = await gateway.listen(free);
+    expect(urls.grpcUrl).toBeUndefined(); // nothing runs in the gateway process, so there is nothing to serve over gRPC
+
+    const n = ns("split");
+    const put = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", body: "over the wire" });
+    expect(await put.json()).toBe(true);
+    // The write landed in the service process: read it there directly, over Connect.
+    const direct = createClient(ConfigService, createConnectTransport({ baseUrl: serviceUrls.url, httpVersion: "1.1" }));
+    expect((await direct.getConfig({ namespace: n, configId: "a.yaml" })).config?.data).toBe("over the wire");
+    // The service counted the call as a Connect call; the gateway, which ran none itself, counted nothing.
+    const scrape = await (await fetch(`${serviceUrls.managementUrl}/metrics`)).text();
+    expect(scrape).toMatch(/gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="SetConfig",protocol="connect",code="ok"\} 1/);
+    expect(await (await fetch(`${urls.managementUrl}/metrics`)).text()).not.toContain("gov_rpc_requests_total{");
+  });
+
+  it("a process with its only module configured as remote refuses to start, naming the setting", async () => {
+    await expect(buildProcess({ name: "test", modules: [createConfigModule()], sources: testSources({ GOV_CONFIG_SERVICE_URL: "http://127.0.0.1:1" }), logger })).rejects.toThrow(
+      /nothing to run: gov\.config-service\.url is set/,
+    );
+  });
+});
+
+describe("management listener", () => {
+  let gw: TestGateway;
+  let urls: { url: string; managementUrl: string };
+  beforeAll(async () => {
+    gw = await createTestGateway();
+    urls = await gw.listen();
+  });
+  afterAll(() => gw?.close());
+
+  it("/actuator/health and its liveness and readiness groups answer UP", async () => {
+    const health = await fetch(`${urls.managementUrl}/actuator/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({
+      status: "UP",
+      components: { liveness: { status: "UP" }, readiness: { status: "UP", components: { config: { status: "UP", details: { store: "embedded" } } } } },
+    });
+    const live = await fetch(`${urls.managementUrl}/actuator/health/liveness`);
+    expect([live.status, await live.json()]).toEqual([200, { status: "UP" }]);
+    const ready = await fetch(`${urls.managementUrl}/actuator/health/readiness`);
+    expect([ready.status, (await ready.json()).status]).toEqual([200, "UP"]);
+    const unknown = await fetch(`${urls.managementUrl}/nope`);
+    expect([unknown.status, (await unknown.json()).code]).toEqual([404, "not_found"]);
+  });
+
+  it("/metrics has process metrics and a counter and latency histogram per RPC, labelled service, method, protocol, code", async () => {
+    const n = ns("metrics");
+    await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`); // REST → in-process: not_found
+    const rpc = await fetch(`${urls.url}/gov.config.v1.ConfigService/ListConfigs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ namespace: n }),
+    });
+    expect(rpc.status).toBe(200);
+    const res = await fetch(`${urls.managementUrl}/metrics`);
+    expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
+    const text = await res.text();
+    expect(text).toMatch(/^process_cpu_user_seconds_total \d/m);
+    expect(text).toMatch(/^nodejs_eventloop_lag_seconds \d/m);
+    expect(text).toMatch(/gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="GetConfig",protocol="in-process",code="not_found"\} 1/);
+    expect(text).toMatch(/gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="ListConfigs",protocol="connect",code="ok"\} 1/);
+    expect(text).toMatch(/gov_rpc_duration_seconds_count\{service="gov\.config\.v1\.ConfigService",method="ListConfigs",protocol="connect",code="ok"\} 1/);
+    expect(text).toMatch(/gov_rpc_duration_seconds_bucket\{le="\+Inf",service="gov\.config\.v1\.ConfigService",method="ListConfigs",protocol="connect",code="ok"\} 1/);
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("readiness follows the store", () => {
+  let redis: RedisServer;
+  let gw: TestGateway;
+  let managementUrl: string;
+  let grpcUrl: string;
+  beforeAll(async () => {
+    redis = await startRedis();
+    gw = await createTestGateway(undefined, undefined, true, { REDIS_URL: redis.url });
+    ({ managementUrl, grpcUrl } = await gw.listen());
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await redis?.stop();
+  });
+
+  it("readiness (and grpc.health.v1) is DOWN while Redis is stopped, liveness stays UP, and all is UP again when Redis returns", async () => {
+    const health = createClient(Health, createGrpcTransport({ baseUrl: grpcUrl }));
+    const readiness = async () => {
+      const r = await fetch(`${managementUrl}/actuator/health/readiness`);
+      return { status: r.status, body: await r.json() };
+    };
+    expect((await readiness()).status).toBe(200);
+    await redis.stop();
+    await expect.poll(async () => (await readiness()).status, { timeout: 10_000, interval: 100 }).toBe(503);
+    const down = await readiness();
+    expect(down.body).toMatchObject({ status: "DOWN", components: { config: { status: "DOWN", details: { store: "redis", reason: expect.stringMatching(/Redis is unreachable/) } } } });
+    expect((await fetch(`${managementUrl}/actuator/health/liveness`)).status).toBe(200);
+    expect((await fetch(`${managementUrl}/actuator/health`)).status).toBe(503);
+    expect((await health.check({ service: "" })).status).toBe(Serving.NOT_SERVING);
+    await redis.start();
+    await expect.poll(async () => (await readiness()).status, { timeout: 10_000, interval: 100 }).toBe(200);
+    expect((await health.check({ service: "gov.config.v1.ConfigService" })).status).toBe(Serving.SERVING);
+  });
+});
+
+describe("logs", () => {
+  /** A logger that keeps its JSON lines in memory. */
+  const memoryLogger = () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = createLogger("test", "info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    return { lines, logger };
+  };
+
+  it("gov.log.access=true logs one line per HTTP request; it is off by default", async () => {
+    for (const access of [undefined, "true"]) {
+      const { lines, logger: log } = memoryLogger();
+      const proc = await buildProcess({ name: "test", modules: [createConfigModule()], gateway: restGateway, sources: testSources(access ? { GOV_LOG_ACCESS: access } : {}), logger: log });
+      try {
+        const { url } = await proc.listen(free);
+        expect((await fetch(`${url}/v1/namespaces/${seg(ns("access"))}/configs`)).status).toBe(200);
+        const requests = () => lines.filter((l) => l.msg === "request completed");
+        if (!access) {
+          expect(requests()).toEqual([]);
+          continue;
+        }
+        await expect.poll(() => requests().length).toBe(1);
+        expect(requests()[0]).toMatchObject({ level: 30, req: { method: "GET", url: expect.stringMatching(/^\/v1\/namespaces\/.*\/configs$/) }, res: { statusCode: 200 }, responseTime: expect.any(Number) });
+      } finally {
+        await proc.shutdown();
+      }
+    }
+  });
+
+  it("credentials are written as ***", () => {
+    const { lines, logger: log } = memoryLogger();
+    log.info({ req: { headers: { authorization: "Bearer secret-token", cookie: "s=1", accept: "*/*" } }, options: { password: "hunter2" }, token: "t" }, "x");
+    expect(lines[0]).toMatchObject({ req: { headers: { authorization: "***", cookie: "***", accept: "*/*" } }, options: { password: "***" }, token: "***" });
+  });
+});

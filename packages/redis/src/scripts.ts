@@ -1,0 +1,37 @@
+import { createHash } from "node:crypto";
+import type { RedisClient } from "./connect.js";
+
+/** A Lua script defined once (its SHA computed once); run with {@link runScript}. */
+export interface LuaScript {
+  readonly name: string;
+  readonly lua: string;
+  readonly sha: string;
+  readonly numberOfKeys: number;
+  /** The ioredis command it is registered as: name and SHA, so that two scripts (or versions) never collide. */
+  readonly command: string;
+}
+
+export function defineScript(name: string, numberOfKeys: number, lua: string): LuaScript {
+  const sha = createHash("sha1").update(lua).digest("hex");
+  return { name, lua, numberOfKeys, sha, command: `gov_${name.replace(/\W/g, "_")}_${sha.slice(0, 12)}` };
+}
+
+type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
+
+/**
+ * Runs `script` with every key in KEYS (Cluster routes by them; strict proxies check them). It is registered once per
+ * client with ioredis' `defineCommand`, under a name no one else uses: ioredis then sends the whole script (EVAL) the
+ * first time on each connection and EVALSHA after that, and resends on NOSCRIPT. So a write that times out is still
+ * complete on the server (never an EVALSHA that later fails with NOSCRIPT, unseen), and a restarted or new Cluster node
+ * needs no SCRIPT LOAD.
+ */
+export function runScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+  if (keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
+  let run = commands[script.command];
+  if (typeof run !== "function") {
+    client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+    run = commands[script.command] as ScriptCommand;
+  }
+  return run.call(client, ...keys, ...args);
+}

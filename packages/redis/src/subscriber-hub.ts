@@ -1,0 +1,129 @@
+import type { EventEmitter } from "node:events";
+import { Cluster, type Redis } from "ioredis";
+import type { RedisClient } from "./connect.js";
+import { quitQuietly } from "./outage.js";
+
+/** What a subscriber hears about its pattern. */
+export interface PatternHandlers {
+  message(channel: string, message: string): void;
+  /** The server confirmed the subscription (again). Messages published while it was down are lost: resync here. */
+  live(): void;
+  /** The connection carrying it closed; it is being re-established. */
+  lost(): void;
+}
+
+export interface PatternSubscription {
+  /** Resolves when the subscription is first confirmed (never rejects; it keeps retrying). */
+  firstLive: Promise<void>;
+  stop(): void;
+}
+
+/**
+ * One Pub/Sub connection per process, shared by every store: each store subscribes its own PSUBSCRIBE pattern, and
+ * the hub keeps all of them alive across reconnects, telling each subscriber when it is live and when it was lost.
+ */
+export interface SubscriberHub {
+  subscribe(pattern: string, on: PatternHandlers): PatternSubscription;
+  /** Stops every subscription and closes the hub's connection. */
+  close(): Promise<void>;
+}
+
+interface Entry {
+  pattern: string;
+  on: PatternHandlers;
+  markFirstLive: () => void;
+}
+
+/** A hub over `client.duplicate()` (opened on first subscribe); `client` itself is left alone. */
+export function createSubscriberHub(client: RedisClient): SubscriberHub {
+  const entries = new Set<Entry>();
+  let sub: RedisClient | undefined;
+  let stopped = false;
+  let live = false;
+  let busy = false;
+  let again = false;
+  let retry: NodeJS.Timeout | undefined;
+
+  const patterns = () => [...new Set([...entries].map((e) => e.pattern))];
+
+  const attempt = async (): Promise<void> => {
+    clearTimeout(retry);
+    if (stopped || live || !sub || entries.size === 0) return;
+    if (busy) return void (again = true); // e.g. "ready" arrived while a failing attempt is in flight
+    busy = true;
+    again = false;
+    try {
+      await sub.psubscribe(...patterns());
+      const conn = subscriberConnectionOf(sub);
+      if (stopped || conn.status !== "ready") throw new Error("subscriber connection is not ready");
+      (conn as EventEmitter).once("close", onClose);
+      live = true;
+      for (const e of entries) markLive(e);
+    } catch {
+      if (!stopped) retry = setTimeout(attempt, 200);
+    } finally {
+      busy = false;
+    }
+    if (again) void attempt();
+  };
+  const markLive = (e: Entry) => {
+    e.on.live();
+    e.markFirstLive();
+  };
+  const onClose = () => {
+    if (stopped) return;
+    live = false;
+    for (const e of entries) e.on.lost();
+    void attempt();
+  };
+
+  const open = (): RedisClient => {
+    const s = client instanceof Cluster ? client.duplicate() : client.duplicate();
+    const events = s as EventEmitter; // Redis and Cluster overload on() differently
+    events.on("pmessage", (pattern: string, channel: string, message: string) => {
+      for (const e of entries) if (e.pattern === pattern) e.on.message(channel, message);
+    });
+    events.on("error", () => {}); // reported through lost/live; avoids ioredis' "unhandled error event" noise
+    events.on("ready", () => void attempt()); // a reconnected standalone client: subscribe again at once
+    return s;
+  };
+
+  return {
+    subscribe(pattern, on) {
+      let markFirstLive: () => void = () => {};
+      const firstLive = new Promise<void>((resolve) => (markFirstLive = resolve));
+      const entry: Entry = { pattern, on, markFirstLive };
+      entries.add(entry);
+      sub ??= open();
+      if (live) {
+        // The connection is up with other patterns: add this one; if that fails, the connection is going down and
+        // the re-subscribe after it includes this pattern.
+        sub.psubscribe(pattern).then(() => live && entries.has(entry) && markLive(entry), () => {});
+      } else void attempt();
+      return {
+        firstLive,
+        stop() {
+          if (!entries.delete(entry)) return;
+          if (live && !patterns().includes(pattern)) sub?.punsubscribe(pattern).catch(() => {});
+        },
+      };
+    },
+    async close() {
+      stopped = true;
+      clearTimeout(retry);
+      entries.clear();
+      if (sub) await quitQuietly(sub);
+    },
+  };
+}
+
+/**
+ * The connection that carries the subscription. A Cluster client subscribes through one node connection that
+ * ioredis keeps private and silently replaces when that node goes away (messages published meanwhile are
+ * lost), so we watch that connection itself; the Cluster's own events are the fallback.
+ */
+function subscriberConnectionOf(sub: RedisClient): Redis | RedisClient {
+  if (!(sub instanceof Cluster)) return sub;
+  const internal = (sub as unknown as { subscriber?: { getInstance?: () => Redis | null } }).subscriber;
+  return internal?.getInstance?.() ?? sub;
+}

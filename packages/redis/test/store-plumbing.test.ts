@@ -1,0 +1,72 @@
+import { startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { connectRedis, createSubscriberHub, defineScript, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
+
+describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-server", () => {
+  let redis: RedisServer;
+  let client: RedisClient;
+  let publisher: RedisClient;
+  beforeAll(async () => {
+    redis = await startRedis();
+    client = await connectRedis(redis.url);
+    publisher = await connectRedis(redis.url);
+  });
+  afterAll(async () => {
+    await quitQuietly(client);
+    await quitQuietly(publisher);
+    await redis?.stop();
+  });
+
+  it("one hub carries several patterns, and after Redis restarts subscribes them all again, telling each subscriber", async () => {
+    const hub = createSubscriberHub(client);
+    const got: string[] = [];
+    const events: string[] = [];
+    const on = (name: string) => ({
+      message: (channel: string, message: string) => got.push(`${name} ${channel} ${message}`),
+      live: () => events.push(`${name} live`),
+      lost: () => events.push(`${name} lost`),
+    });
+    const a = hub.subscribe("*:a_evt", on("a"));
+    await a.firstLive;
+    const b = hub.subscribe("*:b_evt", on("b")); // added while the connection is already up
+    await b.firstLive;
+    await publisher.publish("{x}:a_evt", "1");
+    await publisher.publish("{x}:b_evt", "2");
+    await expect.poll(() => got.sort()).toEqual(["a {x}:a_evt 1", "b {x}:b_evt 2"]);
+
+    await redis.stop();
+    await expect.poll(() => events.filter((e) => e.endsWith("lost")).sort()).toEqual(["a lost", "b lost"]);
+    await redis.start();
+    await expect.poll(() => events.filter((e) => e.endsWith("live")).length, { timeout: 10_000 }).toBe(4);
+    await expect.poll(() => publisher.status, { timeout: 10_000 }).toBe("ready");
+    got.length = 0;
+    a.stop(); // only b's pattern remains
+    await expect.poll(async () => {
+      await publisher.publish("{y}:a_evt", "3");
+      await publisher.publish("{y}:b_evt", "4");
+      return got.includes("b {y}:b_evt 4");
+    }).toBe(true);
+    expect(got.filter((g) => g.startsWith("a "))).toEqual([]);
+    await hub.close();
+  });
+
+  it("an outage becomes StoreUnavailableError naming the server; readiness sees it; scripts survive an emptied script cache", async () => {
+    const call = redisCaller(client);
+    const incr = defineScript("incr", 1, "return redis.call('INCRBY', KEYS[1], ARGV[1])");
+    expect(await runScript(client, incr, ["{p}:n"], [2])).toBe(2);
+    await client.script("FLUSH"); // as after a server restart: the script cache is empty, EVALSHA answers NOSCRIPT
+    expect(await runScript(client, incr, ["{p}:n"], [3])).toBe(5);
+    await expect(runScript(client, incr, [], [1])).rejects.toThrow(/takes 1 keys, got 0/);
+    expect(await redisDownReason(client)).toBeUndefined();
+
+    await redis.stop();
+    await expect.poll(() => redisDownReason(client)).toMatch(/not connected/);
+    const err = await call(() => client.get("{p}:n")).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreUnavailableError);
+    expect((err as Error).message).toMatch(new RegExp(`Redis at 127\\.0\\.0\\.1:${redis.port} is unavailable \\(.+\\): retry when it is back`));
+    await expect(call(() => Promise.reject(new Error("WRONGTYPE Operation against a key")))).rejects.toThrow(/^WRONGTYPE/); // not an outage
+
+    await redis.start();
+    await expect.poll(() => redisDownReason(client), { timeout: 10_000 }).toBeUndefined();
+  });
+});

@@ -1,0 +1,52 @@
+import type { Socket } from "node:net";
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { REQUEST_TIMEOUT } from "./request-errors.js";
+
+/** Never echo what the client sent beyond a short, printable excerpt. */
+export const excerpt = (text: string) => (text.length > 120 ? `${text.slice(0, 120)}…` : text).replace(/[^\x20-\x7e]/g, "?");
+
+/** The router's own refusals as `{code, message}` (status, body), or undefined for an error it does not know. */
+export function routerRefusal(err: { code?: string }): { status: number; body: { code: string; message: string } } | undefined {
+  if (err.code === "FST_ERR_BAD_URL") {
+    return { status: 400, body: { code: "invalid_argument", message: "the URL holds a malformed percent-escape: write '%' as %25 and escape non-ASCII characters as UTF-8 bytes" } };
+  }
+  if (err.code === "FST_ERR_MAX_PARAM_LENGTH") {
+    return { status: 400, body: { code: "invalid_argument", message: "a path segment is longer than 2048 characters (config ids are at most 512): send a shorter one" } };
+  }
+  return undefined;
+}
+
+/**
+ * Fastify's `frameworkErrors`, for every listener: the router's refusals (bad percent-escape, over-long path segment)
+ * in the contract's shape, never echoing the URL (Fastify's own answer quotes all of it).
+ */
+export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, reply: FastifyReply): void {
+  const answer = routerRefusal(err) ?? { status: 400, body: { code: "invalid_argument", message: excerpt(err.message) } };
+  void reply.status(answer.status).type("application/json").send(answer.body);
+}
+
+/**
+ * Fastify's `clientErrorHandler`, for every HTTP/1.1 listener: what Node refuses before Fastify sees a request (one
+ * that did not arrive within the request timeout, a URL and headers over Node's 16 KiB, bytes that are not HTTP), in
+ * the contract's shape, written straight to the socket, which is then closed.
+ */
+export function clientErrorHandler(requestTimeoutMs: number = REQUEST_TIMEOUT.ms) {
+  return (err: Error & { code?: string }, socket: Socket): void => {
+    if (err.code === "ECONNRESET" || socket.destroyed) return;
+    let status = 400;
+    let body: { code: string; message: string };
+    if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+      status = 408;
+      body = { code: "deadline_exceeded", message: `the request did not arrive within ${requestTimeoutMs / 1000} s (${REQUEST_TIMEOUT.setting}): send headers and body at once` };
+    } else if (err.code === "HPE_HEADER_OVERFLOW") {
+      body = { code: "invalid_argument", message: "the URL and headers are over 16 KiB (Node's max-http-header-size): send a shorter URL" };
+    } else {
+      body = { code: "invalid_argument", message: "the request is not valid HTTP/1.1" };
+    }
+    const text = JSON.stringify(body);
+    if (socket.writable) {
+      socket.write(`HTTP/1.1 ${status} ${status === 408 ? "Request Timeout" : "Bad Request"}\r\nContent-Length: ${Buffer.byteLength(text)}\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n${text}`);
+    }
+    socket.destroy();
+  };
+}

@@ -1,0 +1,438 @@
+import type { Http2Server, Http2Session } from "node:http2";
+import type { Server as NetServer } from "node:net";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
+import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
+import type { FastifyInstance } from "fastify";
+import { corsSettings } from "./cors.js";
+import { errorInterceptor } from "./errors.js";
+import { createLogger, type Logger } from "./logger.js";
+import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
+import { createMetrics, type Metrics } from "./metrics.js";
+import { createConnectServer, createH2cServer } from "./serve-connect.js";
+import { endpointSettings, type ModuleInstance, type ServiceModule } from "./service-module.js";
+import { sharedSettings } from "./shared-settings.js";
+import { inProcessTransport, type LocalService } from "./transport/in-process.js";
+import { remoteTransport } from "./transport/remote.js";
+
+/** Settings every process reads (contract §3, §8); each module adds its own and its endpoint settings. */
+export const processSettings = {
+  port: { name: "PORT", parse: parseInteger(0, 65535), default: 8080, doc: "port of the REST gateway (and, in the all-in-one process, of Connect/gRPC)" } as SettingDef<number>,
+  host: { name: "HOST", parse: (s: string) => s.trim(), default: "0.0.0.0", doc: "address the gateway binds to" } as SettingDef<string>,
+  grpcPort: {
+    name: "gov.grpc.port",
+    parse: parseInteger(0, 65535),
+    default: 9090,
+    doc: "h2c port for gRPC clients of the services this process runs (all-in-one); Connect and gRPC-Web use PORT",
+  } as SettingDef<number>,
+  managementPort: {
+    name: "management.server.port",
+    parse: parseInteger(0, 65535),
+    default: 8081,
+    doc: "management listener (`/actuator/health`, `/metrics`); a service's own process defaults to its port + 100 (config: 8191)",
+  } as SettingDef<number>,
+  shutdownGrace: {
+    name: "gov.shutdown.grace",
+    parse: parseDuration,
+    default: 10_000,
+    doc: "on SIGTERM: how long in-flight calls may take to finish before the process exits anyway",
+  } as SettingDef<number>,
+  ...corsSettings,
+  logAccess: { name: "gov.log.access", parse: parseBoolean, default: false, doc: "`true` logs one line per HTTP request (method, URL, status, time)" } as SettingDef<boolean>,
+};
+
+/** What the runner hands a gateway builder (`@gov/gateway`'s `restGateway`): the REST app is built, not listening. */
+export interface GatewayBuild {
+  /** Every module's services, each with the transport that reaches it (in-process or HTTP). */
+  services: { service: DescService; transport: Transport }[];
+  logger: Logger;
+  sources: SettingsSources;
+  /** The largest request and upload the modules accept. */
+  limits: { maxRequestBytes: number; maxUploadBytes: number };
+  /** The local services' Connect routes, to serve (Connect, gRPC-Web) on the gateway's port too. */
+  connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
+}
+export type GatewayBuilder = (build: GatewayBuild) => Promise<FastifyInstance>;
+
+export interface ProcessOptions {
+  /** Logger name, e.g. "gov.gateway". */
+  name: string;
+  /** What the banner calls the process. Default "Governance platform" with a gateway, else "<name> service". */
+  title?: string;
+  /** The modules this process knows; each runs here unless its `gov.<name>-service.url` is set. */
+  modules: ServiceModule[];
+  /** Serve the /v1 REST API (and /openapi.json, /docs) on PORT, in front of every module, local or remote. */
+  gateway?: GatewayBuilder;
+  /** Default: gov.yaml / GOV_CONFIG and the environment. */
+  sources?: SettingsSources;
+  logger?: Logger;
+  /** How often readiness re-asks the modules between probes (for gRPC health watchers). Default 5 s. */
+  healthIntervalMs?: number;
+}
+
+export interface ProcessUrls {
+  /** HTTP/1.1: REST (with a gateway), Connect, gRPC-Web. */
+  url: string;
+  /** h2c (gRPC); absent when no module runs here. */
+  grpcUrl?: string;
+  managementUrl: string;
+}
+
+export interface ModuleState {
+  name: string;
+  /** In this process, or reached over HTTP at `url`. */
+  local: boolean;
+  url?: string;
+  /** Where its data lives, or which remote service it calls. */
+  describe: string;
+}
+
+export interface BuiltProcess {
+  logger: Logger;
+  readiness: Readiness;
+  metrics: Metrics;
+  /** HTTP/1.1 app: the gateway (REST + Connect + gRPC-Web), or Connect + gRPC-Web for a service's own process. */
+  http: FastifyInstance;
+  /** h2c app (gRPC), when some module runs here. */
+  grpc?: FastifyInstance;
+  management: FastifyInstance;
+  modules: ModuleState[];
+  /** The transport the process uses for a service (in-process or remote). */
+  transportFor(service: DescService): Transport;
+  /** Listens on the configured ports (or the overrides; 0 = any free port). */
+  listen(overrides?: { port?: number; grpcPort?: number; managementPort?: number; host?: string }): Promise<ProcessUrls>;
+  /**
+   * Graceful stop: readiness DOWN, no new connections, open streams end with `unavailable` (gRPC sessions get GOAWAY),
+   * in-flight calls finish within `gov.shutdown.grace`, then everything closes (modules, Redis). Idempotent.
+   */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Builds a whole process from its modules without listening (tests `inject` into `http`): one interceptor chain, one
+ * Redis client and Pub/Sub hub, each module in-process or remote by its settings, the listeners and the shutdown.
+ */
+export async function buildProcess(options: ProcessOptions): Promise<BuiltProcess> {
+  const sources = options.sources ?? readSettingsSources();
+  const logger = options.logger ?? createLogger(options.name);
+  const settings = loadSettings(processSettings, sources);
+  const { redisUrl } = loadSettings({ redisUrl: sharedSettings.redisUrl }, sources);
+
+  // Every setting is read (and a bad one stops startup) before anything is opened.
+  const planned = options.modules.map((module) => {
+    const endpoint = loadSettings(endpointSettings(module.name, module.ports), sources);
+    const own = loadSettings(module.settings, sources);
+    return { module, endpoint, settings: own, limits: module.limits?.(own) ?? {} };
+  });
+  const localPlans = planned.filter((p) => !p.endpoint.url);
+  if (!options.gateway && localPlans.length === 0) {
+    const names = planned.map((p) => `gov.${p.module.name}-service.url`).join(", ");
+    throw new Error(`this process has nothing to run: ${names} ${planned.length === 1 ? "is" : "are"} set, so the service would run elsewhere; unset it to run the service here`);
+  }
+
+  // The interceptor chain, built once for every listener and the in-process transport. Order (outermost first):
+  // metrics see the final code; drain refuses new calls and ends streams at shutdown; auth and audit will go between
+  // drain and errors; errors turn store outages and bugs into Connect codes.
+  const metrics = createMetrics();
+  const drain = createDrain();
+  const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, errorInterceptor(logger)];
+
+  const closers: (() => Promise<void>)[] = []; // in reverse order of opening
+  let redis: RedisClient | undefined;
+  let subscriber: SubscriberHub | undefined;
+  const instances: { name: string; instance: ModuleInstance }[] = [];
+  const remoteTransports = new Map<string, Transport>();
+  let local: Transport | undefined;
+  const ownerOf = (service: DescService) => planned.find((p) => p.module.services.some((s) => s.typeName === service.typeName));
+  const transportFor = (service: DescService): Transport => {
+    const plan = ownerOf(service);
+    if (!plan) throw new Error(`no module of this process serves ${service.typeName}: add its module to the list`);
+    if (!plan.endpoint.url) {
+      if (!local) throw new Error(`${service.typeName} was called before the process finished starting`);
+      return local;
+    }
+    let remote = remoteTransports.get(plan.endpoint.url);
+    if (!remote) remoteTransports.set(plan.endpoint.url, (remote = remoteTransport(plan.endpoint.url, { interceptors: [drain.clientInterceptor] })));
+    return remote;
+  };
+  // Resolved per call, so modules may ask for each other in any order.
+  const lazyTransport = (service: DescService): Transport => ({
+    unary: (...args) => transportFor(service).unary(...args),
+    stream: (...args) => transportFor(service).stream(...args),
+  });
+
+  try {
+    if (localPlans.length && redisUrl) {
+      const client = await connectRedis(redisUrl);
+      redis = client;
+      subscriber = createSubscriberHub(client);
+      closers.push(() => quitQuietly(client), () => subscriber!.close());
+    }
+    const redisKind = redisUrl ? (parseRedisUrl(redisUrl).kind === "cluster" ? "redis-cluster" : "redis") : undefined;
+    for (const plan of localPlans) {
+      const instance = await plan.module.create({
+        logger: logger.child({ module: plan.module.name }),
+        settings: plan.settings,
+        sources,
+        redis,
+        redisKind: redis ? redisKind : undefined,
+        subscriber,
+        transportFor: lazyTransport,
+      });
+      instances.push({ name: plan.module.name, instance });
+      closers.push(() => instance.close());
+    }
+  } catch (err) {
+    await closeAll(closers, logger);
+    throw err;
+  }
+
+  const impls: LocalService[] = instances.flatMap((m) => m.instance.impls);
+  local = inProcessTransport(impls, interceptors);
+  const routes = (router: ConnectRouter) => {
+    for (const { service, impl } of impls) router.service(service, impl);
+  };
+  const maxRequestBytes = Math.max(0, ...planned.map((p) => p.limits.maxRequestBytes ?? 0));
+  const maxUploadBytes = Math.max(0, ...planned.map((p) => p.limits.maxUploadBytes ?? 0));
+  // A Connect request message may carry an upload (a ZIP import), plus its envelope.
+  const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
+
+  const readiness = createReadiness(instances.map((m) => ({ name: m.name, health: () => m.instance.health() })));
+  const connectOptions = { routes, interceptors, logger, readMaxBytes, serving: readiness, corsOrigins: settings.corsOrigins };
+  let http: FastifyInstance;
+  let grpc: FastifyInstance | undefined;
+  let management: FastifyInstance;
+  try {
+    http = options.gateway
+      ? await options.gateway({
+          services: planned.flatMap((p) => p.module.services.map((service) => ({ service, transport: lazyTransport(service) }))),
+          logger,
+          sources,
+          limits: { maxRequestBytes, maxUploadBytes },
+          connect: impls.length ? { routes, interceptors, readMaxBytes } : undefined,
+        })
+      : await createConnectServer(connectOptions);
+    grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
+    management = await buildManagementApp({ logger, readiness, metrics });
+  } catch (err) {
+    await closeAll(closers, logger);
+    throw err;
+  }
+  if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
+  const sessions = grpc ? trackSessions(grpc.server as unknown as Http2Server) : new Set<Http2Session>();
+
+  // Listening addresses: the gateway's (PORT, HOST, gov.grpc.port), or the first local module's own endpoint.
+  const own = options.gateway ? undefined : localPlans[0].endpoint;
+  const ports = {
+    port: own ? own.port : settings.port,
+    grpcPort: own ? own.grpcPort : settings.grpcPort,
+    host: own ? own.host : settings.host,
+    managementPort: own ? loadSettings({ p: { ...processSettings.managementPort, default: own.port ? own.port + 100 : 0 } }, sources).p : settings.managementPort,
+  };
+
+  const modules: ModuleState[] = planned.map((p) => {
+    const instance = instances.find((i) => i.name === p.module.name)?.instance;
+    return instance
+      ? { name: p.module.name, local: true, describe: instance.describe ?? "in this process" }
+      : { name: p.module.name, local: false, url: p.endpoint.url, describe: `remote ${p.module.name} service at ${p.endpoint.url}` };
+  });
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = async () => {
+    readiness.shutDown();
+    drain.begin();
+    const deadline = Date.now() + settings.shutdownGrace;
+    const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
+    for (const app of servers) app.server.close(() => {}); // no new connections
+    for (const session of sessions) session.close(); // GOAWAY: clients finish their streams and reconnect elsewhere
+    const drained = await waitUntil(async () => {
+      for (const app of servers) (app.server as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+      if (drain.inflight() > 0) return false;
+      const counts = await Promise.all(servers.map((app) => connectionsOf(app.server as unknown as NetServer)));
+      return counts.every((n) => n === 0);
+    }, deadline);
+    if (!drained) logger.warn({ graceMs: settings.shutdownGrace, inflight: drain.inflight() }, "shutdown grace period over: closing the remaining connections");
+    await Promise.all([http.close(), grpc?.close()]);
+    readiness.stop();
+    await closeAll(closers, logger);
+    await management.close();
+  };
+
+  return {
+    logger,
+    readiness,
+    metrics,
+    http,
+    grpc,
+    management,
+    modules,
+    transportFor,
+    async listen(overrides = {}) {
+      const host = overrides.host ?? ports.host;
+      await http.listen({ port: overrides.port ?? ports.port, host });
+      if (grpc) await grpc.listen({ port: overrides.grpcPort ?? ports.grpcPort, host });
+      await management.listen({ port: overrides.managementPort ?? ports.managementPort, host });
+      readiness.watch(options.healthIntervalMs ?? 5000);
+      const shown = host === "0.0.0.0" || host === "::" ? "localhost" : host;
+      const urlOf = (app: FastifyInstance) => `http://${shown}:${(app.server.address() as { port: number }).port}`;
+      return { url: urlOf(http), grpcUrl: grpc ? urlOf(grpc) : undefined, managementUrl: urlOf(management) };
+    },
+    shutdown: () => (stopping ??= shutdown()),
+  };
+}
+
+/**
+ * `npm start` and every service's own process: builds, listens, says where (a JSON log line, and a short banner for
+ * people: on stdout at a terminal, else on stderr so that stdout stays JSON lines), and stops gracefully on SIGTERM or
+ * SIGINT. A bad setting or an unreachable Redis stops startup with exit code 1 and a message that names it.
+ */
+export async function runProcess(options: ProcessOptions): Promise<BuiltProcess> {
+  const logger = options.logger ?? createLogger(options.name);
+  handleProcessFailures(logger);
+  let proc: BuiltProcess;
+  let urls: ProcessUrls;
+  try {
+    proc = await buildProcess({ ...options, logger });
+    urls = await proc.listen();
+  } catch (err) {
+    logger.fatal({ err }, `startup failed: ${(err as Error).message}`);
+    process.stderr.write(`startup failed: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  const stores = Object.fromEntries(proc.modules.map((m) => [m.name, m.describe]));
+  logger.info({ ...urls, modules: stores }, "listening");
+  const title = options.title ?? (options.gateway ? "Governance platform" : `${options.modules.find((m) => proc.modules.some((s) => s.local && s.name === m.name))?.name ?? options.name} service`);
+  const rpc = options.gateway ? (urls.grpcUrl ? "REST /v1, Connect and gRPC-Web" : "REST /v1") : "Connect, gRPC-Web";
+  const docs = options.gateway ? `; docs at ${urls.url}/docs` : "";
+  const lines = [`${title[0].toUpperCase()}${title.slice(1)} listening on ${urls.url}  (${rpc}${docs})`];
+  if (urls.grpcUrl) lines.push(`gRPC (h2c) on ${urls.grpcUrl}`);
+  lines.push(`Management on ${urls.managementUrl}  (/actuator/health, /metrics)`);
+  for (const m of proc.modules) lines.push(proc.modules.length === 1 ? `Store: ${m.describe}` : `Store (${m.name}): ${m.describe}`);
+  (process.stdout.isTTY ? process.stdout : process.stderr).write(`\n${lines.join("\n")}\n\n`);
+
+  const stop = (signal: string) => {
+    logger.info({ signal }, "shutting down: readiness DOWN, streams ending, in-flight calls finishing");
+    proc.shutdown().then(
+      () => {
+        logger.info("stopped");
+        process.exit(0);
+      },
+      (err: Error) => {
+        logger.fatal({ err }, `shutdown failed: ${err.message}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  return proc;
+}
+
+let failureHandlersInstalled = false;
+/** A forgotten promise must not go unnoticed (Node would print it outside the JSON log, then exit). */
+function handleProcessFailures(logger: Logger): void {
+  if (failureHandlersInstalled) return;
+  failureHandlersInstalled = true;
+  // Logged and survived: one stray rejection should not take every service of the process down.
+  process.on("unhandledRejection", (reason) => logger.error({ err: reason }, "unhandled promise rejection (a bug: please report it)"));
+  process.on("uncaughtException", (err) => {
+    logger.fatal({ err }, `uncaught exception: ${err.message}`);
+    process.exit(1);
+  });
+}
+
+/**
+ * Refuses new calls once shutdown begins and ends open streams with `unavailable` ("reconnect elsewhere"), as a clean
+ * end-of-stream on every protocol; counts unary calls in flight, which shutdown waits for.
+ */
+function createDrain() {
+  const stopping = new AbortController();
+  let inflight = 0;
+  const shuttingDown = () => new ConnectError("the server is shutting down: retry, another instance will answer", Code.Unavailable);
+  const wrap = <R extends { stream: boolean; message: unknown }>(res: R): R =>
+    res.stream ? { ...res, message: untilAborted(res.message as AsyncIterable<unknown>, stopping.signal, shuttingDown) } : res;
+  const interceptor: Interceptor = (next) => async (req) => {
+    if (stopping.signal.aborted) throw shuttingDown();
+    inflight++;
+    try {
+      return wrap(await next(req));
+    } finally {
+      inflight--;
+    }
+  };
+  // For remote transports: a gateway's proxied streams (SSE, Connect) end at shutdown too.
+  const clientInterceptor: Interceptor = (next) => async (req) => wrap(await next(req));
+  return {
+    interceptor,
+    clientInterceptor,
+    inflight: () => inflight,
+    begin: () => stopping.abort(),
+  };
+}
+
+async function* untilAborted<T>(stream: AsyncIterable<T>, signal: AbortSignal, reason: () => Error): AsyncIterable<T> {
+  const it = stream[Symbol.asyncIterator]();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(reason());
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  aborted.catch(() => {}); // observed by the race below; never unhandled
+  let finished = false;
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), aborted]);
+      if (next.done) {
+        finished = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    signal.removeEventListener("abort", onAbort!);
+    // Tell the producer to stop (a watch unsubscribes); not awaited: it may be waiting for its next event.
+    if (!finished) void Promise.resolve(it.return?.()).catch(() => {});
+  }
+}
+
+function trackSessions(server: Http2Server): Set<Http2Session> {
+  const sessions = new Set<Http2Session>();
+  server.on("session", (session: Http2Session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  return sessions;
+}
+
+function logAccess(app: FastifyInstance, logger: Logger): void {
+  // On the raw server, so it sees every request (REST, RPC, 404s) and costs nothing when off.
+  app.server.on("request", (req: { method?: string; url?: string; socket?: { remoteAddress?: string } }, res: { statusCode: number; once(e: string, f: () => void): void }) => {
+    const started = performance.now();
+    res.once("finish", () =>
+      logger.info({ req: { method: req.method, url: req.url, remoteAddress: req.socket?.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: Math.round(performance.now() - started) }, "request completed"),
+    );
+  });
+}
+
+const connectionsOf = (server: NetServer) => new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
+
+/** Polls `done` every 20 ms until it holds or `deadline` passes; true when it held. */
+async function waitUntil(done: () => Promise<boolean>, deadline: number): Promise<boolean> {
+  for (;;) {
+    if (await done()) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function closeAll(closers: (() => Promise<void>)[], logger: Logger): Promise<void> {
+  for (const close of closers.splice(0).reverse()) {
+    try {
+      await close();
+    } catch (err) {
+      logger.warn({ err }, "closing failed");
+    }
+  }
+}

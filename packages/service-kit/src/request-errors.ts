@@ -1,0 +1,263 @@
+import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import type { UniversalHandler, UniversalHandlerFn, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
+import { configureTextEncoding } from "@bufbuild/protobuf/wire";
+import { parseDuration, type SettingDef } from "@gov/settings";
+
+// Content is stored exactly as sent (contract §3): a leading UTF-8 BOM is part of a string field, not a marker to
+// drop. protobuf-es decodes strings with a default TextDecoder, which strips it, so every process that imports the
+// service kit decodes protobuf strings with ignoreBOM (keep it) instead.
+const encoder = new TextEncoder();
+const keepBom = new TextDecoder("utf-8", { ignoreBOM: true });
+const keepBomStrict = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true });
+configureTextEncoding({
+  encodeUtf8: (text) => encoder.encode(text),
+  decodeUtf8: (bytes, strict) => (strict ? keepBomStrict : keepBom).decode(bytes),
+  checkUtf8: (text) => {
+    try {
+      encodeURIComponent(text); // throws on a lone surrogate, the one thing a JS string can hold that UTF-8 cannot
+      return true;
+    } catch {
+      return false;
+    }
+  },
+});
+
+/** The message size limit of a listener and the setting that sets it, so that an over-size answer can name both. */
+export interface MessageLimit {
+  readMaxBytes: number;
+  setting: string;
+}
+
+/**
+ * Connect-ES answers request bytes it cannot decode with `internal` (gRPC status 13), which says "our bug" and makes
+ * clients retry, and its size-limit message names its own option (`readMaxBytes`) rather than ours. Both are decided
+ * before any interceptor runs, so they are corrected here, on the way out: the replacement for an error Connect-ES
+ * wrote, or undefined to leave it alone. Anything a handler throws never looks like these (errorInterceptor hides
+ * internal errors behind its own message).
+ */
+function correct(code: Code, message: string, limit: MessageLimit | undefined, method: string): { code: Code; message: string } | undefined {
+  if (code === Code.Internal) {
+    if (message.startsWith("parse binary: ")) {
+      const why = message.slice("parse binary: ".length);
+      return { code: Code.InvalidArgument, message: `the request is not a valid ${method} in protobuf binary (${why}): encode it with the method's request type` };
+    }
+    if (message.startsWith("received compressed envelope")) {
+      return { code: Code.InvalidArgument, message: "a request message is flagged as compressed, but no grpc-encoding header says how: send it uncompressed or name the encoding" };
+    }
+  }
+  if (code === Code.ResourceExhausted && message.includes("readMaxBytes")) {
+    const size = /message size (\d+)/.exec(message)?.[1];
+    const max = limit?.readMaxBytes ?? Number(/readMaxBytes (\d+)/.exec(message)?.[1]);
+    const named = limit ? ` (${limit.setting})` : "";
+    return { code: Code.ResourceExhausted, message: `the request message${size ? ` is ${size} bytes,` : " is"} over the limit of ${max} bytes${named}: send a smaller one` };
+  }
+  return undefined;
+}
+
+export interface RequestGuards {
+  /** The listener's message size limit (its readMaxBytes) and the setting behind it. */
+  limit?: MessageLimit;
+  /** A unary or server-streaming call whose one request message has not fully arrived by then is refused. */
+  bodyTimeoutMs?: number;
+}
+
+/** Default for {@link RequestGuards.bodyTimeoutMs}, and the setting that changes it. */
+export const REQUEST_TIMEOUT = { ms: 60_000, setting: "gov.limits.request-timeout" };
+
+/** `gov.limits.request-timeout`, for the process runner to read and pass to every listener (REST, Connect, gRPC). */
+export const requestTimeoutSetting = {
+  name: REQUEST_TIMEOUT.setting,
+  parse: parseDuration,
+  default: REQUEST_TIMEOUT.ms,
+  doc: "a request (headers and body) must have arrived this long after it started, or it is cut (408 / `deadline_exceeded`); slow uploads need more",
+} as SettingDef<number>;
+
+/**
+ * Replaces each handler of `router` with one whose request-decoding failures are `invalid_argument`, whose over-size
+ * answers name the limit, and whose request body must arrive within a deadline, in every protocol (Connect unary and
+ * streaming, gRPC, gRPC-Web). Successful calls pass through untouched: only an error answer is read. Call it after
+ * every route is registered and before the wire fixes (which must see the corrected trailers).
+ */
+export function fixRequestErrors(router: ConnectRouter, guards: RequestGuards = {}): void {
+  router.handlers.forEach((handler, i) => {
+    router.handlers[i] = withFixedErrors(handler, guards);
+  });
+}
+
+function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): UniversalHandler {
+  const method = handler.method.input.typeName;
+  const fix = (code: Code, message: string) => correct(code, message, guards.limit, method);
+  // Client- and bidi-streaming calls send for as long as they like; a call with one request message does not.
+  const oneMessage = handler.method.methodKind === "unary" || handler.method.methodKind === "server_streaming";
+  const bodyTimeoutMs = guards.bodyTimeoutMs ?? REQUEST_TIMEOUT.ms;
+  const handle: UniversalHandlerFn = async (request) => {
+    const body = request.body;
+    if (oneMessage && bodyTimeoutMs > 0 && typeof body === "object" && body !== null && Symbol.asyncIterator in body) {
+      request = { ...request, body: withDeadline(body as AsyncIterable<Uint8Array>, bodyTimeoutMs) };
+    }
+    const res = await handler(request);
+    if (!res.body) return res;
+    const type = res.header?.get("content-type") ?? "";
+    if (type.startsWith("application/grpc-web")) return { ...res, body: mapBody(res.body, (chunk) => fixGrpcWebTrailer(chunk, fix)) };
+    if (type.startsWith("application/grpc")) return { ...res, body: mapBody(res.body, undefined, () => fixGrpcTrailer(res.trailer, fix)) };
+    if (type.startsWith("application/connect+")) return { ...res, body: mapBody(res.body, (chunk) => fixEndStream(chunk, fix)) };
+    if (res.status >= 400 && type.startsWith("application/json") && !res.header?.has("content-encoding")) return fixUnaryError(res, fix);
+    return res;
+  };
+  const { protocolNames, service, requestPath, allowedMethods, supportedContentType } = handler;
+  return Object.assign(handle, { protocolNames, service, method: handler.method, requestPath, allowedMethods, supportedContentType });
+}
+
+type Fix = (code: Code, message: string) => { code: Code; message: string } | undefined;
+
+/** Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code. */
+async function fixUnaryError(res: UniversalServerResponse, fix: Fix): Promise<UniversalServerResponse> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of res.body as AsyncIterable<Uint8Array>) chunks.push(chunk);
+  const bytes = Buffer.concat(chunks);
+  const error = parseJson(bytes) as { code?: string; message?: string } | undefined;
+  const fixed = error && typeof error.code === "string" ? fix(codeFromString(error.code) ?? Code.Unknown, error.message ?? "") : undefined;
+  if (!fixed) return { ...res, body: single(bytes) };
+  const body = encoder.encode(JSON.stringify({ ...error, code: codeToString(fixed.code), message: fixed.message }));
+  res.header?.set("content-length", String(body.byteLength));
+  return { ...res, status: codeToHttpStatus(fixed.code), body: single(body) };
+}
+
+/** Connect streaming: the error rides in the end-stream frame (flag 0x02, uncompressed JSON). */
+function fixEndStream(chunk: Uint8Array, fix: Fix): Uint8Array {
+  if (chunk.length < 5 || chunk[0] !== 0x02 || frameLength(chunk) !== chunk.length - 5) return chunk;
+  const end = parseJson(chunk.subarray(5)) as { error?: { code?: string; message?: string } } | undefined;
+  const error = end?.error;
+  const fixed = error && typeof error.code === "string" ? fix(codeFromString(error.code) ?? Code.Unknown, error.message ?? "") : undefined;
+  if (!fixed) return chunk;
+  return frame(0x02, encoder.encode(JSON.stringify({ ...end, error: { ...error, code: codeToString(fixed.code), message: fixed.message } })));
+}
+
+/** gRPC: the status is in the HTTP trailers, which Connect-ES fills in once the body has ended. */
+function fixGrpcTrailer(trailer: Headers | undefined, fix: Fix): void {
+  const status = trailer?.get("grpc-status");
+  if (!trailer || status == null || status === "0") return;
+  const fixed = fix(Number(status) as Code, decodeMessage(trailer.get("grpc-message") ?? ""));
+  if (!fixed) return;
+  trailer.set("grpc-status", String(fixed.code));
+  trailer.set("grpc-message", encodeURIComponent(fixed.message)); // as Connect-ES writes it; the wire fixes re-encode
+}
+
+/** gRPC-Web: the trailers are the body's last frame (flag 0x80, `name: value\r\n` lines). */
+function fixGrpcWebTrailer(chunk: Uint8Array, fix: Fix): Uint8Array {
+  if (chunk.length < 5 || chunk[0] !== 0x80 || frameLength(chunk) !== chunk.length - 5) return chunk;
+  const lines = new TextDecoder().decode(chunk.subarray(5)).split("\r\n");
+  const headers = new Headers();
+  for (const line of lines) {
+    const colon = line.indexOf(":");
+    if (colon > 0) headers.append(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+  }
+  const before = headers.get("grpc-message");
+  fixGrpcTrailer(headers, fix);
+  if (headers.get("grpc-message") === before) return chunk;
+  let text = "";
+  headers.forEach((value, name) => (text += `${name}: ${value}\r\n`));
+  return frame(0x80, encoder.encode(text));
+}
+
+/**
+ * The request body, failing with `deadline_exceeded` if it has not ended `ms` after the first read: a client that
+ * trickles its request forever would otherwise hold the call (and its buffer) forever. One timer per call.
+ */
+function withDeadline(body: AsyncIterable<Uint8Array>, ms: number): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = body[Symbol.asyncIterator]();
+      let timer: NodeJS.Timeout | undefined;
+      let expired: Promise<never> | undefined;
+      const stop = () => clearTimeout(timer);
+      const start = () => {
+        if (!expired) {
+          expired = new Promise<never>((_, reject) => {
+            timer = setTimeout(() => {
+              reject(new ConnectError(`the request did not arrive within ${ms / 1000} s (${REQUEST_TIMEOUT.setting}): send it at once`, Code.DeadlineExceeded));
+              void it.return?.(); // stop reading from the slow client
+            }, ms);
+          });
+          expired.catch(() => undefined); // whoever races it gets the rejection; nobody else must see it unhandled
+        }
+        return expired;
+      };
+      return {
+        next: async () => {
+          try {
+            const r = await Promise.race([it.next(), start()]);
+            if (r.done) stop();
+            return r;
+          } catch (err) {
+            stop();
+            throw err;
+          }
+        },
+        return: (value?: unknown) => {
+          stop();
+          return it.return ? it.return(value) : Promise.resolve({ done: true as const, value });
+        },
+      };
+    },
+  };
+}
+
+function decodeMessage(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+function parseJson(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch {
+    return undefined;
+  }
+}
+
+const frameLength = (chunk: Uint8Array) => new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength).getUint32(1);
+
+function frame(flags: number, payload: Uint8Array): Uint8Array {
+  const out = new Uint8Array(5 + payload.length);
+  out[0] = flags;
+  new DataView(out.buffer).setUint32(1, payload.length);
+  out.set(payload, 5);
+  return out;
+}
+
+async function* single(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
+}
+
+/**
+ * The body with each chunk passed through `chunkFix`, and `onEnd` run once it has ended (or failed). next/throw/return
+ * go straight to Connect's iterator, which aborts the call on them.
+ */
+function mapBody(body: AsyncIterable<Uint8Array>, chunkFix?: (chunk: Uint8Array) => Uint8Array, onEnd?: () => void): AsyncIterable<Uint8Array> {
+  return {
+    [Symbol.asyncIterator]() {
+      const it = body[Symbol.asyncIterator]();
+      const step = async (result: Promise<IteratorResult<Uint8Array>>): Promise<IteratorResult<Uint8Array>> => {
+        try {
+          const r = await result;
+          if (r.done) onEnd?.();
+          else if (chunkFix) return { done: false, value: chunkFix(r.value) };
+          return r;
+        } catch (err) {
+          onEnd?.();
+          throw err;
+        }
+      };
+      return {
+        next: () => step(it.next()),
+        throw: (err?: unknown) => step(it.throw ? it.throw(err) : Promise.reject(err)),
+        return: (value?: unknown) => step(it.return ? it.return(value) : Promise.resolve({ done: true as const, value })),
+      };
+    },
+  };
+}

@@ -1,0 +1,106 @@
+import type { DescService } from "@bufbuild/protobuf";
+import type { Transport } from "@connectrpc/connect";
+import type { RedisClient, SubscriberHub } from "@gov/redis";
+import { parseInteger, type SettingDef, type SettingValues, type SettingsSources } from "@gov/settings";
+import type { Logger } from "./logger.js";
+import type { LocalService } from "./transport/in-process.js";
+
+/** What a module says about its own health; readiness is DOWN while any local module is DOWN. */
+export interface HealthReport {
+  status: "UP" | "DOWN";
+  /** Shown under the module's name in `/actuator/health` (e.g. the store and why it is down). Never secrets. */
+  details?: Record<string, unknown>;
+}
+
+/** What the process gives a module when it runs it in-process. */
+export interface ModuleContext<S extends Record<string, SettingDef> = Record<string, SettingDef>> {
+  logger: Logger;
+  /** The module's own settings, loaded from the process's sources. */
+  settings: SettingValues<S>;
+  /** The raw sources (file + environment), for settings the module reads from elsewhere. */
+  sources: SettingsSources;
+  /** The process's one Redis client when REDIS_URL is set (undefined = embedded stores). The process owns it: do not quit it. */
+  redis?: RedisClient;
+  /** "redis" or "redis-cluster" when `redis` is set. */
+  redisKind?: "redis" | "redis-cluster";
+  /** The process's one Pub/Sub connection, shared by every store (set with `redis`). The process closes it. */
+  subscriber?: SubscriberHub;
+  /**
+   * A transport to another service: in-process when this process runs it, else over HTTP to its
+   * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created.
+   */
+  transportFor(service: DescService): Transport;
+}
+
+/** A module running in this process. */
+export interface ModuleInstance {
+  /** The implementations of `ServiceModule.services`. */
+  impls: LocalService[];
+  /** Readiness: DOWN while the module cannot serve (its store is unreachable). Called by probes: keep it cheap. */
+  health(): HealthReport | Promise<HealthReport>;
+  /** Releases what the module opened itself (not the shared Redis client). */
+  close(): Promise<void>;
+  /** One line for the startup log: where its data lives (e.g. "embedded in-process store"). */
+  describe?: string;
+}
+
+/** Request sizes a module needs the listeners in front of it to accept (they are refused before any work). */
+export interface ModuleLimits {
+  /** Largest JSON (or raw) request body of its RPCs. */
+  maxRequestBytes?: number;
+  /** Largest upload (e.g. a ZIP import), which also bounds a Connect request message. */
+  maxUploadBytes?: number;
+}
+
+/**
+ * One service package's contribution to a process: its Connect services, settings and how to create it.
+ * `name` gives the endpoint settings `gov.<name>-service.url|port|grpc-port|host` (contract §8).
+ */
+export interface ServiceModule<S extends Record<string, SettingDef> = any> {
+  name: string;
+  services: DescService[];
+  settings: S;
+  /** Default ports of its own process (`npm run start:<name>`): HTTP/1.1 and h2c. */
+  ports: { port: number; grpcPort: number };
+  /** Read even when the module runs remotely: the gateway in front of it enforces them. */
+  limits?(settings: SettingValues<S>): ModuleLimits;
+  create(ctx: ModuleContext<S>): Promise<ModuleInstance>;
+}
+
+/** `"http://host:8091/"` → `"http://host:8091"`; anything but an http(s) URL is refused at startup. */
+function parseServiceUrl(raw: string): string {
+  if (!/^https?:\/\/[^/]+/.test(raw.trim())) throw new Error(`"${raw}" is not an http(s) URL`);
+  return raw.trim().replace(/\/$/, "");
+}
+
+/** The endpoint settings of module `name` (contract §8), derived from its name alone. */
+export function endpointSettings(name: string, ports: { port: number; grpcPort: number }) {
+  const prefix = `gov.${name}-service`;
+  return {
+    url: {
+      name: `${prefix}.url`,
+      parse: parseServiceUrl,
+      doc: `URL of a remote ${name} service (\`http://host:${ports.port}\`); unset = run it inside this process`,
+    } as SettingDef<string>,
+    port: {
+      name: `${prefix}.port`,
+      parse: parseInteger(0, 65535),
+      default: ports.port,
+      doc: `HTTP/1.1 port (Connect, gRPC-Web) of the ${name} service when it runs as its own process`,
+    } as SettingDef<number>,
+    host: {
+      name: `${prefix}.host`,
+      parse: (raw: string) => raw.trim(),
+      default: "127.0.0.1",
+      doc: `address the ${name} service binds to when it runs as its own process (\`0.0.0.0\` to serve other hosts)`,
+    } as SettingDef<string>,
+    grpcPort: {
+      name: `${prefix}.grpc-port`,
+      parse: parseInteger(0, 65535),
+      default: ports.grpcPort,
+      doc: `h2c port (gRPC) of the ${name} service when it runs as its own process`,
+    } as SettingDef<number>,
+  };
+}
+
+export type EndpointSettings = SettingValues<ReturnType<typeof endpointSettings>>;

@@ -1,0 +1,83 @@
+/**
+ * Request headers of an in-process call: a real `Headers` (so `{ ...req }`, `instanceof Headers`, `new Headers(h)`
+ * and `fetch(url, { headers: h })` behave as for a network call) that copies the caller's init only when first read
+ * or written. Validating and copying even three headers costs ~0.9 µs, more than the rest of an in-process call, and
+ * most calls are never asked for their headers. Every public method fills first, so the laziness cannot be observed
+ * (except that an invalid header name in the init throws on first use instead of at the call).
+ */
+export class CallerHeaders extends Headers {
+  #init: HeadersInit | undefined;
+
+  constructor(init: HeadersInit | undefined) {
+    super();
+    this.#init = init;
+  }
+
+  #fill(): void {
+    const init = this.#init;
+    if (init === undefined) return;
+    this.#init = undefined;
+    if (Array.isArray(init)) {
+      for (const [name, value] of init) super.append(name, value);
+    } else if (init instanceof Headers) {
+      init.forEach((value, name) => super.append(name, value));
+    } else {
+      const record = init as Record<string, string>;
+      for (const name of Object.keys(record)) super.append(name, record[name]);
+    }
+  }
+
+  override get(name: string): string | null {
+    this.#fill();
+    return super.get(name);
+  }
+  override has(name: string): boolean {
+    this.#fill();
+    return super.has(name);
+  }
+  override set(name: string, value: string): void {
+    this.#fill();
+    super.set(name, value);
+  }
+  override append(name: string, value: string): void {
+    this.#fill();
+    super.append(name, value);
+  }
+  override delete(name: string): void {
+    this.#fill();
+    super.delete(name);
+  }
+  override getSetCookie(): string[] {
+    this.#fill();
+    return super.getSetCookie();
+  }
+  override forEach(callback: (value: string, key: string, parent: Headers) => void, thisArg?: unknown): void {
+    this.#fill();
+    super.forEach(callback, thisArg);
+  }
+  override keys(): HeadersIterator<string> {
+    this.#fill();
+    return super.keys();
+  }
+  override values(): HeadersIterator<string> {
+    this.#fill();
+    return super.values();
+  }
+  override entries(): HeadersIterator<[string, string]> {
+    this.#fill();
+    return super.entries();
+  }
+  override [Symbol.iterator](): HeadersIterator<[string, string]> {
+    this.#fill();
+    return super.entries();
+  }
+}
+
+/** True when `init` carries no header at all, so a plain empty `Headers` will do. */
+export function isEmptyHeadersInit(init: HeadersInit | undefined): boolean {
+  if (init === undefined) return true;
+  if (Array.isArray(init)) return init.length === 0;
+  if (init instanceof Headers) return false;
+  for (const _ in init) return false;
+  return true;
+}

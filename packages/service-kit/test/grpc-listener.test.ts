@@ -1,0 +1,292 @@
+// What gRPC, Connect and gRPC-Web clients the project did not write see on a service's listeners: reflection and
+// health (buf curl, grpc-js), unknown methods, grpc-message, deadlines on watches, grpc-web-text.
+import { execFile } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { create, fromBinary, toBinary, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
+import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { ConfigService, GetConfigRequestSchema, GetConfigResponseSchema } from "@gov/api";
+import { ServerReflection, type ServerReflectionResponse } from "@gov/api/gen/grpc/reflection/v1/reflection_pb";
+import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus as Status } from "@gov/api/gen/health/v1/health_pb";
+import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
+import * as grpc from "@grpc/grpc-js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger, errorInterceptor, serveConnect, type ConnectServer, type ServingState } from "../src/index.js";
+
+const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
+const buf = fileURLToPath(new URL("../../../node_modules/.bin/buf", import.meta.url));
+const run = promisify(execFile);
+
+/** A readiness the test flips, as the process runner's would flip at shutdown or on a store outage. */
+function readiness(): ServingState & { set(up: boolean): void } {
+  let up = true;
+  const listeners = new Set<() => void>();
+  return {
+    serving: () => up,
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    set(value) {
+      up = value;
+      listeners.forEach((l) => l());
+    },
+  };
+}
+
+async function startConfigServer(serving?: ServingState): Promise<ConnectServer> {
+  const store = createMemoryConfigStore({ maxVersions: 100 });
+  const limits = { maxContentBytes: 64 * 1024, maxZipBytes: 256 * 1024, maxZipEntries: 20, maxZipUncompressedBytes: 512 * 1024 };
+  const impl = createConfigService({ store, namespaceRule: { requireHashTag: true }, limits });
+  return serveConnect({ routes: configRoutes(impl), interceptors: [errorInterceptor(logger)], logger, port: 0, grpcPort: 0, serving });
+}
+
+/** grpc-js with a message type of ours: the client most gRPC users in Node have, no proto files needed. */
+function grpcJsUnary<I extends DescMessage, O extends DescMessage>(client: grpc.Client, path: string, input: I, output: O, message: Partial<MessageShape<I>>) {
+  return new Promise<MessageShape<O>>((resolve, reject) => {
+    client.makeUnaryRequest(
+      path,
+      (m: Partial<MessageShape<I>>) => Buffer.from(toBinary(input, create(input, m as never))),
+      (b: Buffer) => fromBinary(output, b),
+      message,
+      (err, res) => (err ? reject(err) : resolve(res!)),
+    );
+  });
+}
+
+const hostOf = (url: string) => new URL(url).host;
+const ns = "{kit}";
+
+describe("a service's gRPC listener", () => {
+  const state = readiness();
+  let server: ConnectServer;
+  let client: grpc.Client;
+  beforeAll(async () => {
+    server = await startConfigServer(state);
+    client = new grpc.Client(hostOf(server.grpcUrl), grpc.credentials.createInsecure());
+    await createClient(ConfigService, createGrpcTransport({ baseUrl: server.grpcUrl })).setConfig({ namespace: ns, configId: "app.yaml", data: "port: 1\n" });
+  });
+  afterAll(async () => {
+    client?.close();
+    await server?.close();
+  });
+
+  describe("server reflection", () => {
+    const bufCurl = (...args: string[]) => run(buf, ["curl", "--protocol", "grpc", "--http2-prior-knowledge", ...args], { timeout: 20_000 });
+
+    it("lists the services it serves to buf curl, without the proto (v1 and v1alpha)", async () => {
+      const expected = ["gov.config.v1.ConfigService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"];
+      for (const protocol of ["grpc-v1", "grpc-v1alpha"]) {
+        const { stdout } = await bufCurl("--reflect-protocol", protocol, "--list-services", server.grpcUrl);
+        expect(stdout.trim().split("\n"), protocol).toEqual(expected);
+      }
+    });
+
+    it("describes the methods and lets buf curl call one by its descriptor (google/api imports resolved)", async () => {
+      const { stdout: methods } = await bufCurl("--list-methods", server.grpcUrl);
+      expect(methods.trim().split("\n")).toContain("gov.config.v1.ConfigService/WatchConfig");
+      const { stdout } = await bufCurl("--data", JSON.stringify({ namespace: ns, configId: "app.yaml" }), `${server.grpcUrl}/gov.config.v1.ConfigService/GetConfig`);
+      expect(JSON.parse(stdout)).toMatchObject({ config: { configId: "app.yaml", data: "port: 1\n", version: 1 } });
+    });
+
+    it("answers the health check the README shows, through reflection", async () => {
+      const { stdout } = await bufCurl(`${server.grpcUrl}/grpc.health.v1.Health/Check`);
+      expect(JSON.parse(stdout)).toEqual({ status: "SERVING" });
+    });
+
+    it("answers an unknown symbol with a reflection error, so buf curl names what is missing", async () => {
+      // A broken reflection stream would surface as unavailable/internal instead.
+      await expect(bufCurl("--data", "{}", `${server.grpcUrl}/no.such.Service/Method`)).rejects.toMatchObject({ stderr: expect.stringMatching(/failed to find service named "no\.such\.Service"/) });
+    });
+
+    it("answers symbol, file and extension queries with the declaring file and its imports, each sent once", async () => {
+      const reflection = createClient(ServerReflection, createGrpcTransport({ baseUrl: server.grpcUrl }));
+      async function* requests() {
+        yield { messageRequest: { case: "fileContainingSymbol" as const, value: "gov.config.v1.ConfigService.GetConfig" } };
+        yield { messageRequest: { case: "fileByFilename" as const, value: "google/api/http.proto" } };
+        yield { messageRequest: { case: "allExtensionNumbersOfType" as const, value: "google.protobuf.MethodOptions" } };
+        yield { messageRequest: { case: "fileContainingSymbol" as const, value: "gov.config.v1.Nope" } };
+      }
+      const answers: ServerReflectionResponse["messageResponse"][] = [];
+      for await (const res of reflection.serverReflectionInfo(requests())) answers.push(res.messageResponse);
+      const names = (a: ServerReflectionResponse["messageResponse"]) => (a.case === "fileDescriptorResponse" ? a.value.fileDescriptorProto.map((b) => fromBinary(FileDescriptorProtoSchema, b).name) : []);
+      const first = names(answers[0]);
+      expect(first[0]).toBe("gov/config/v1/config.proto");
+      expect(first).toEqual(expect.arrayContaining(["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto", "google/protobuf/timestamp.proto"]));
+      expect(new Set(first).size).toBe(first.length);
+      expect(names(answers[1])).toEqual(["google/api/http.proto"]); // asked for again: sent, its imports not
+      expect(answers[2]).toMatchObject({ case: "allExtensionNumbersResponse", value: { extensionNumber: [72295728] } }); // google.api.http
+      expect(answers[3]).toMatchObject({ case: "errorResponse", value: { errorCode: Code.NotFound } });
+    });
+  });
+
+  describe("grpc.health.v1.Health through grpc-js", () => {
+    const check = (service: string) => grpcJsUnary(client, "/grpc.health.v1.Health/Check", HealthCheckRequestSchema, HealthCheckResponseSchema, { service });
+
+    it("Check reports the readiness for the server and for each served service; an unknown service is NOT_FOUND", async () => {
+      expect((await check("")).status).toBe(Status.SERVING);
+      expect((await check("gov.config.v1.ConfigService")).status).toBe(Status.SERVING);
+      state.set(false);
+      try {
+        expect((await check("")).status).toBe(Status.NOT_SERVING);
+      } finally {
+        state.set(true);
+      }
+      await expect(check("no.such.Service")).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    });
+
+    it("List reports every served service; Watch of an unknown service says SERVICE_UNKNOWN instead of failing", async () => {
+      const health = createClient(Health, createGrpcTransport({ baseUrl: server.grpcUrl }));
+      const { statuses } = await health.list({});
+      expect(Object.fromEntries(Object.entries(statuses).map(([name, s]) => [name, s.status]))).toEqual({ "": Status.SERVING, "gov.config.v1.ConfigService": Status.SERVING });
+      const abort = new AbortController();
+      const watch = health.watch({ service: "no.such.Service" }, { signal: abort.signal })[Symbol.asyncIterator]();
+      expect((await watch.next()).value).toMatchObject({ status: Status.SERVICE_UNKNOWN });
+      abort.abort();
+      await watch.return?.();
+    });
+
+    it("Watch streams the current status, then each change", async () => {
+      const call = client.makeServerStreamRequest(
+        "/grpc.health.v1.Health/Watch",
+        (m: { service: string }) => Buffer.from(toBinary(HealthCheckRequestSchema, create(HealthCheckRequestSchema, m))),
+        (b: Buffer) => fromBinary(HealthCheckResponseSchema, b),
+        { service: "" },
+      );
+      const seen: Status[] = [];
+      const next = () => new Promise<void>((resolve) => call.once("data", (m: { status: Status }) => (seen.push(m.status), resolve())));
+      call.on("error", () => {}); // the cancel below
+      await next();
+      state.set(false);
+      await next();
+      state.set(true);
+      await next();
+      call.cancel();
+      expect(seen).toEqual([Status.SERVING, Status.NOT_SERVING, Status.SERVING]);
+    });
+  });
+
+  it("answers an unknown gRPC method with grpc-status 12 (grpc-js)", async () => {
+    const err = await grpcJsUnary(client, "/gov.config.v1.ConfigService/NoSuchMethod", GetConfigRequestSchema, GetConfigResponseSchema, {}).catch((e: grpc.ServiceError) => e);
+    expect(err).toMatchObject({ code: grpc.status.UNIMPLEMENTED, details: expect.stringContaining("/gov.config.v1.ConfigService/NoSuchMethod") });
+  });
+
+  it("sends grpc-message as the spec encodes it, so grpc-js shows `: , / é %` as sent", async () => {
+    const configId = "a: b, c/d é 100%";
+    const err = await grpcJsUnary(client, "/gov.config.v1.ConfigService/GetConfig", GetConfigRequestSchema, GetConfigResponseSchema, { namespace: ns, configId }).catch((e: grpc.ServiceError) => e);
+    expect(err).toMatchObject({ code: grpc.status.NOT_FOUND, details: `config "${configId}" does not exist in namespace "${ns}"` });
+  });
+
+  it("ends open health watches cleanly (OK) when the listener closes", async () => {
+    const own = await startConfigServer();
+    const c = new grpc.Client(hostOf(own.grpcUrl), grpc.credentials.createInsecure());
+    try {
+      const call = c.makeServerStreamRequest("/grpc.health.v1.Health/Watch", () => Buffer.alloc(0), (b: Buffer) => fromBinary(HealthCheckResponseSchema, b), {});
+      call.on("error", () => {});
+      await new Promise((resolve) => call.once("data", resolve));
+      const status = new Promise<grpc.StatusObject>((resolve) => call.once("status", resolve));
+      await own.close();
+      expect((await status).code).toBe(grpc.status.OK);
+    } finally {
+      c.close();
+    }
+  });
+});
+
+describe("every protocol of a service's listeners", () => {
+  let server: ConnectServer;
+  beforeAll(async () => {
+    server = await startConfigServer();
+  });
+  afterAll(() => server?.close());
+
+  const transports = (): { name: string; transport: Transport }[] => [
+    { name: "connect", transport: createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }) },
+    { name: "grpc-web", transport: createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" }) },
+    { name: "grpc", transport: createGrpcTransport({ baseUrl: server.grpcUrl }) },
+  ];
+
+  it("answers an unknown method with unimplemented", async () => {
+    // A client generated from a newer proto: a method this server does not have.
+    const newer = { ...ConfigService.method.getConfig, name: "NoSuchMethod" };
+    for (const { name, transport } of transports()) {
+      const err = await transport.unary(newer, undefined, undefined, undefined, create(GetConfigRequestSchema, { namespace: ns, configId: "x" })).catch((e: unknown) => ConnectError.from(e));
+      expect((err as ConnectError).code, name).toBe(Code.Unimplemented);
+    }
+    const res = await fetch(`${server.url}/gov.config.v1.ConfigService/Nope`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ code: "unimplemented", message: expect.stringContaining("/gov.config.v1.ConfigService/Nope") });
+  });
+
+  it("ends a watch whose deadline passes with deadline_exceeded, not OK", async () => {
+    // The timeout goes as a header only, so the client does not enforce it itself: what it reports is the server's.
+    const timeoutHeader: Record<string, Record<string, string>> = { connect: { "connect-timeout-ms": "300" }, "grpc-web": { "grpc-timeout": "300m" }, grpc: { "grpc-timeout": "300m" } };
+    for (const { name, transport } of transports()) {
+      const ops: string[] = [];
+      const err = await (async () => {
+        for await (const change of createClient(ConfigService, transport).watchConfig({ namespace: ns, configId: "deadline.yaml" }, { headers: timeoutHeader[name] })) ops.push(change.op);
+      })().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(ops, name).toEqual(["current"]);
+      expect(err?.code, name).toBe(Code.DeadlineExceeded);
+    }
+  });
+
+  it("accepts application/grpc-web-text (base64 both ways)", async () => {
+    const client = createClient(ConfigService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
+    await client.setConfig({ namespace: ns, configId: "text.yaml", data: "a: 1\n" });
+    const call = async (configId: string) => {
+      const message = toBinary(GetConfigRequestSchema, create(GetConfigRequestSchema, { namespace: ns, configId }));
+      const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+      frame.writeUInt32BE(message.length, 1);
+      // Split in two base64 segments, each padded, as grpc-web clients may send them.
+      const body = frame.subarray(0, 7).toString("base64") + frame.subarray(7).toString("base64");
+      const res = await fetch(`${server.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", headers: { "content-type": "application/grpc-web-text", "x-grpc-web": "1" }, body });
+      expect(res.headers.get("content-type")).toBe("application/grpc-web-text+proto");
+      return readGrpcWebFrames(fromBase64Segments(await res.text()));
+    };
+    const found = await call("text.yaml");
+    expect(fromBinary(GetConfigResponseSchema, found.messages[0]).config?.data).toBe("a: 1\n");
+    expect(found.trailer).toMatch(/grpc-status: ?0/);
+    const missing = await call("missing.yaml");
+    expect(missing.messages).toHaveLength(0);
+    expect(missing.trailer).toMatch(/grpc-status: ?5/);
+  });
+
+  it("writes grpc-message in gRPC-Web's trailer frame as the spec encodes it", async () => {
+    const message = toBinary(GetConfigRequestSchema, create(GetConfigRequestSchema, { namespace: ns, configId: "a: b, c/d é 100%" }));
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);
+    const res = await fetch(`${server.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: frame });
+    const { trailer } = readGrpcWebFrames(Buffer.from(await res.arrayBuffer()));
+    expect(trailer).toContain(`grpc-message: config "a: b, c/d %C3%A9 100%25" does not exist in namespace "${ns}"\r\n`);
+  });
+
+  it("refuses a grpc-web-text body that is not base64 with invalid_argument", async () => {
+    const res = await fetch(`${server.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", headers: { "content-type": "application/grpc-web-text" }, body: "{not: base64}" });
+    const { trailer } = readGrpcWebFrames(fromBase64Segments(await res.text()));
+    expect(trailer).toMatch(/grpc-status: ?3/);
+    expect(trailer).toContain("not valid base64");
+  });
+});
+
+/** grpc-web-text may pad each chunk, so `=` can occur mid-body; Node's decoder stops at the first one. */
+const fromBase64Segments = (text: string) => Buffer.concat(text.split(/(?<==)(?=[^=])/).map((s) => Buffer.from(s, "base64")));
+
+/** gRPC-Web frames: 1 flag byte (0x80 = trailer), 4 length bytes, payload. */
+function readGrpcWebFrames(bytes: Buffer): { messages: Buffer[]; trailer: string } {
+  const messages: Buffer[] = [];
+  let trailer = "";
+  for (let at = 0; at < bytes.length; ) {
+    const flag = bytes[at];
+    const length = bytes.readUInt32BE(at + 1);
+    const payload = bytes.subarray(at + 5, at + 5 + length);
+    if (flag & 0x80) trailer += payload.toString("latin1");
+    else messages.push(payload);
+    at += 5 + length;
+  }
+  return { messages, trailer };
+}

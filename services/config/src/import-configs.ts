@@ -1,0 +1,61 @@
+import { create } from "@bufbuild/protobuf";
+import { type ImportResult, ImportResultSchema } from "@gov/api";
+import { StoreUnavailableError, WriteOutcomeUnknownError } from "@gov/service-kit";
+import type { ConfigStore } from "./store/config-store.js";
+import type { ImportEntry } from "./zip-archive.js";
+import { canceled, turnTaker } from "./zip-reader.js";
+
+export type ImportOutcome = "created" | "updated" | "unchanged" | "skipped" | "rejected";
+
+const row = (configId: string, outcome: ImportOutcome, reason = ""): ImportResult => create(ImportResultSchema, { configId, outcome, reason });
+
+/**
+ * Writes the configs of a checked archive, one store write per entry, in archive order, and answers one row per
+ * entry. A store outage stops the import but not the answer: the rows say what was written, which entry's outcome is
+ * unknown (a write sent but unanswered) and which were not applied — the same ImportResult on REST and Connect,
+ * never a bare 503 after part of the archive was written. A client that goes away stops it between two writes.
+ */
+export async function importEntries(
+  store: ConfigStore,
+  namespace: string,
+  entries: ImportEntry[],
+  policy: "skip" | "overwrite",
+  opts: { now: () => number; hash: (data: string) => string; signal: AbortSignal },
+): Promise<{ results: ImportResult[]; succeeded: number }> {
+  const results: ImportResult[] = [];
+  let succeeded = 0;
+  let stoppedBy: string | undefined;
+  // Each write awaits the store, but an in-process store answers without giving other requests a turn.
+  const takeTurn = turnTaker();
+  for (const entry of entries) {
+    await takeTurn();
+    if (!("data" in entry)) {
+      results.push(row(entry.configId, entry.outcome, entry.reason));
+      continue;
+    }
+    const { configId, data } = entry;
+    if (stoppedBy) {
+      results.push(row(configId, "rejected", `not applied: ${stoppedBy}`));
+      continue;
+    }
+    if (opts.signal.aborted) throw canceled();
+    let writing = false;
+    try {
+      const existing = await store.get(namespace, configId);
+      if (existing && policy === "skip") {
+        results.push(row(configId, "skipped", "exists (use policy=overwrite to replace it)"));
+      } else {
+        writing = true;
+        const { changed } = await store.set(namespace, configId, data, opts.hash(data), opts.now());
+        if (changed) succeeded++;
+        results.push(row(configId, !existing ? "created" : changed ? "updated" : "unchanged"));
+      }
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError)) throw err;
+      const cause = err.message;
+      stoppedBy = `the store became unavailable at entry "${configId}" and the import stopped there; import the archive again when the store is back (policy skip leaves what was already imported alone)`;
+      results.push(row(configId, "rejected", writing && err instanceof WriteOutcomeUnknownError ? `outcome unknown: ${cause}` : `not applied: ${cause}`));
+    }
+  }
+  return { results, succeeded };
+}
