@@ -1,0 +1,91 @@
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+import { basicConfigIdProblem, writableConfigIdProblem } from "../src/config-id.js";
+import { importEntries } from "../src/import-configs.js";
+import { createMemoryConfigStore } from "../src/store/memory-config-store.js";
+import { readImportArchive } from "../src/zip-archive.js";
+import { floodZip, rawZip } from "../../../gateway/test/zip-fixtures.js";
+
+const MiB = 1024 * 1024;
+const LIMITS = { maxContentBytes: MiB, maxZipBytes: 16 * MiB, maxZipEntries: 1000, maxZipUncompressedBytes: 64 * MiB };
+const never = new AbortController().signal;
+const RESOLUTION_MS = 10;
+
+async function expectCode(p: Promise<unknown>, code: Code): Promise<ConnectError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ConnectError);
+  expect((err as ConnectError).code).toBe(code);
+  return err as ConnectError;
+}
+
+describe("config id rules", () => {
+  it("writes refuse what an archive cannot carry back; reads accept every id stored before those rules", () => {
+    for (const id of ["app.yaml", "a:b", "dir/x", "é", "x.", "C:x", "😀"]) expect(writableConfigIdProblem(id), id).toBeUndefined();
+    for (const id of ["..", ".", "a/./b", "/x", "", "x".repeat(513), "nul\u0000", "export"]) {
+      expect(basicConfigIdProblem(id), JSON.stringify(id)).toBeDefined();
+      expect(writableConfigIdProblem(id)?.hidden, JSON.stringify(id)).toBe(false);
+    }
+    for (const id of [".env", "a/.b", "__MACOSX/x", "__MACOSX"]) {
+      expect(basicConfigIdProblem(id), id).toBeUndefined(); // could have been stored before: still readable and deletable
+      expect(writableConfigIdProblem(id), id).toMatchObject({ hidden: true, message: expect.stringMatching(/the import skips/) });
+    }
+    for (const [id, why] of [
+      ["a\\b", /folder separator/],
+      ["a/", /names a folder/],
+      ["a//b", /empty segment/],
+      ["C:/x", /absolute Windows path/],
+      ["lone\ud800", /unpaired UTF-16 surrogate/],
+    ] as const) {
+      expect(basicConfigIdProblem(id), id).toBeUndefined();
+      expect(writableConfigIdProblem(id), id).toMatchObject({ hidden: false, message: expect.stringMatching(why) });
+    }
+  });
+});
+
+describe("reading an import archive", () => {
+  it("reads 190,000 entries (entry limit raised) in steps, never blocking the event loop for 50 ms", async () => {
+    const archive = floodZip(190_000, (i) => (i % 2 ? `${i.toString(36)}/` : `c${i.toString(36)}`));
+    expect(archive.length).toBeLessThan(16 * MiB);
+    const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS });
+    histogram.enable();
+    const entries = await readImportArchive(archive, { ...LIMITS, maxZipEntries: 200_000 }, never);
+    histogram.disable();
+    expect(entries.length).toBe(190_000);
+    expect(entries.filter((e) => "data" in e).length).toBe(95_000);
+    expect(histogram.max / 1e6 - RESOLUTION_MS).toBeLessThan(50);
+  });
+
+  it("stops with canceled when the client goes away", async () => {
+    const ac = new AbortController();
+    const archive = floodZip(20_000, (i) => `c${i}`);
+    const reading = readImportArchive(archive, { ...LIMITS, maxZipEntries: 20_000 }, ac.signal);
+    ac.abort();
+    const err = await expectCode(reading, Code.Canceled);
+    expect(err.rawMessage).toMatch(/client went away/);
+  });
+
+  it("refuses an empty upload with a message that does not call a missing file empty", async () => {
+    const err = await expectCode(readImportArchive(new Uint8Array(), LIMITS, never), Code.InvalidArgument);
+    expect(err.rawMessage).toMatch(/no archive was received \(the importZip file part is missing or has no bytes\)/);
+  });
+});
+
+describe("writing an import", () => {
+  it("stops between two writes when the client goes away, leaving the rest unwritten", async () => {
+    const store = createMemoryConfigStore({ maxVersions: 5 });
+    const entries = await readImportArchive(rawZip(Array.from({ length: 50 }, (_, i) => ({ name: `c${i}`, data: `${i}` }))), LIMITS, never);
+    const ac = new AbortController();
+    let writes = 0;
+    const unsubscribe = store.subscribe(() => {
+      if (++writes === 3) ac.abort();
+    });
+    const opts = { now: Date.now, hash: () => "h", signal: ac.signal };
+    await expectCode(importEntries(store, "{ns}", entries, "skip", opts), Code.Canceled);
+    unsubscribe();
+    expect((await store.list("{ns}")).length).toBe(3);
+  });
+});
