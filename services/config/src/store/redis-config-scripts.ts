@@ -9,19 +9,26 @@ import type { ConfigChange, ConfigOp } from "./config-store.js";
  * keys in KEYS and build none themselves (Cluster routing only looks at KEYS).
  */
 
-/** The four keys of one config, in the order the scripts expect them in KEYS. */
-export function configKeys(namespace: string, configId: string): [idx: string, cfg: string, htr: string, htrLog: string] {
+/** The five keys of one config, in the order the scripts expect them in KEYS. */
+export function configKeys(namespace: string, configId: string): Keys {
   return [
     `${namespace}:cfg_idx`, // set of config ids that have a current version
     `${namespace}:cfg:${configId}`, // hash: configId, data, hash, version, createTime
     `${namespace}:cfg_htr:${configId}`, // hash: version → JSON of the superseded record (+ op, opTime)
     `${namespace}:cfg_htr_log:${configId}`, // list, oldest first: "<version>:<op>:<opTime>" of each archived version
+    // Written by releases before the list: zset, member "<version>:<op>:<opTime>", score = version. The scripts move
+    // it into the list and delete it (see migrateLegacyIndex); reads see both until then.
+    `${namespace}:cfg_htr_idx:${configId}`,
   ];
 }
 
-/** Archived versions, newest first, from the history log's entries (oldest first, as `LRANGE` returns them). */
-export function parseHistoryLog(entries: string[]): { version: number; op: ConfigOp; opTime: number }[] {
-  return entries.reverse().map((m) => {
+/**
+ * Archived versions, newest first, from the history log's entries (oldest first, as `LRANGE` returns them) followed
+ * by the entries of a not yet migrated legacy index (oldest first, as `ZRANGE` returns them): the order the next
+ * write's migration will give the log, so a read before it and a read after it agree.
+ */
+export function parseHistoryLog(log: string[], legacy: string[] = []): { version: number; op: ConfigOp; opTime: number }[] {
+  return [...log, ...legacy].reverse().map((m) => {
     const [version, op, opTime] = m.split(":");
     return { version: Number(version), op: op as ConfigOp, opTime: Number(opTime) };
   });
@@ -53,7 +60,21 @@ export function parseChangeEvent(channel: string, message: string): ConfigChange
  * entries per insert — the set script took ~37 % less Redis time per write after the change.
  */
 const PRELUDE = `
-local idxKey, cfgKey, htrKey, htrLogKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idxKey, cfgKey, htrKey, htrLogKey, htrIdxKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- Upgrade from the sorted-set index of earlier releases (same member text, score = version): append its entries to
+-- the log in version order and delete it, so numbering, retention and rollback see every archived version. Appending
+-- is right also while an old release still writes beside this one: every write of this release migrates first, so
+-- whatever is in the set now was archived after everything in the log. In chunks: unpack() is bounded by Lua's C
+-- stack. On the hot path this is one ZCARD of a missing key.
+local function migrateLegacyIndex()
+  local n = redis.call('ZCARD', htrIdxKey)
+  if n == 0 then return end
+  for i = 0, n - 1, 1000 do
+    redis.call('RPUSH', htrLogKey, unpack(redis.call('ZRANGE', htrIdxKey, i, i + 999)))
+  end
+  redis.call('DEL', htrIdxKey)
+end
 
 local function readCurrent()
   return redis.call('HMGET', cfgKey, 'configId', 'data', 'hash', 'version', 'createTime')
@@ -98,6 +119,8 @@ local function write(cur, id, data, hash, op, now, maxVersions, channel)
   publish(channel, id, op, version)
   return { 1, version }
 end
+
+migrateLegacyIndex() -- before any script reads or writes history
 `;
 
 /** ARGV: configId, data, hash, now, maxVersions, channel → {changed 0|1, version} */
@@ -131,20 +154,21 @@ end
 return write(cur, ARGV[1], data, hash, 'rollback', ARGV[3], tonumber(ARGV[4]), ARGV[5])
 `;
 
-type Keys = [idx: string, cfg: string, htr: string, htrLog: string];
+type Keys = [idx: string, cfg: string, htr: string, htrLog: string, htrIdxLegacy: string];
+const KEY_COUNT = 5;
 
-const SET = defineScript("gov-config-set", 4, SET_LUA);
-const REMOVE = defineScript("gov-config-remove", 4, REMOVE_LUA);
-const ROLLBACK = defineScript("gov-config-rollback", 4, ROLLBACK_LUA);
+const SET = defineScript("gov-config-set", KEY_COUNT, SET_LUA);
+const REMOVE = defineScript("gov-config-remove", KEY_COUNT, REMOVE_LUA);
+const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function configScripts(client: RedisClient) {
   return {
     set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, SET, a.slice(0, 4) as string[], a.slice(4)) as Promise<[number, number]>,
+      runScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,
     remove: (...a: [...Keys, configId: string, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, REMOVE, a.slice(0, 4) as string[], a.slice(4)) as Promise<number>,
+      runScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
     rollback: (...a: [...Keys, configId: string, target: number, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, ROLLBACK, a.slice(0, 4) as string[], a.slice(4)) as Promise<[number, number] | null>,
+      runScript(client, ROLLBACK, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number] | null>,
   };
 }

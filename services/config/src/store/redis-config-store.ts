@@ -113,8 +113,13 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       return result ? { changed: result[0] === 1, version: result[1] } : undefined;
     },
     async versions(ns, id) {
-      const entries = await call(() => client.lrange(configKeys(ns, id)[3], 0, -1));
-      return parseHistoryLog(entries).map((v) => ({ configId: id, ...v }));
+      const [, , , log, legacy] = configKeys(ns, id);
+      // History of an earlier release stays in its sorted set until the next write migrates it. Both keys are read in
+      // one MULTI (one slot, so also on Cluster): two separate reads could straddle that migration and miss it all.
+      const replies = await call(() => client.multi().lrange(log, 0, -1).zrange(legacy, 0, "-1").exec());
+      const [[logErr, entries], [legacyErr, legacyEntries]] = replies as [Error | null, string[]][];
+      if (logErr || legacyErr) throw logErr ?? legacyErr;
+      return parseHistoryLog(entries, legacyEntries).map((v) => ({ configId: id, ...v }));
     },
     async version(ns, id, v) {
       const json = await call(() => client.hget(configKeys(ns, id)[2], String(v)));
