@@ -25,7 +25,7 @@ export interface GatewayOptions {
   /** `gov.sse.heartbeat`: how often an idle SSE watch sends a comment line (default 15 s). */
   sseHeartbeatMs?: number;
   /** In the all-in-one process: the services' Connect routes, also served on the gateway's port (gRPC needs h2c). */
-  connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[] };
+  connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
 
 /** Builds the gateway (no listen): the /v1 REST API, /openapi.json, /docs and, optionally, Connect and gRPC-Web. */
@@ -76,7 +76,9 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
   if (options.connect) {
-    await app.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(options.connect.routes, { readMaxBytes: options.limits.maxZipBytes + 1024, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes: options.limits.maxZipBytes + 1024 });
+    // The process's message limit (the largest upload or request its modules take), the same as on its gRPC port.
+    const readMaxBytes = options.connect.readMaxBytes ?? options.limits.maxZipBytes + 1024;
+    await app.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(options.connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes });
   }
   return app;
 }

@@ -89,12 +89,15 @@ export function toRestError(err: unknown, limits: ErrorLimits = {}): RestError {
 
 const pathOf = (req: FastifyRequest) => excerpt(req.url.split("?")[0]);
 
-/** Logs a failure once: bugs at error with the stack; expected outages (503, unknown outcome 504) at warn without one. */
-function logFailure(req: FastifyRequest, err: unknown, rest: RestError): void {
+/**
+ * Logs a failed answer once: bugs at error with the stack; expected outages (503, unknown outcome 504) at warn without
+ * one (a stack of the Redis client's internals, once per request during an outage, would bury everything else).
+ */
+export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, what = "request failed"): void {
   if (rest.status === 503 || rest.status === 504) {
     req.log.warn({ reqId: req.id, method: req.method, path: pathOf(req), code: rest.body.code }, rest.body.message);
   } else if (rest.status >= 500) {
-    req.log.error({ err, reqId: req.id, method: req.method, path: pathOf(req) }, "request failed");
+    req.log.error({ err, reqId: req.id, method: req.method, path: pathOf(req) }, what);
   }
 }
 

@@ -17,7 +17,7 @@ export const restGateway: GatewayBuilder = async ({ services, logger, sources, l
     trustedProxies: settings.trustedProxies,
     corsOrigins: settings.corsOrigins,
     sseHeartbeatMs: settings.sseHeartbeat,
-    limits: { maxJsonBody: Math.max(settings.maxJsonBody, limits.maxRequestBytes), maxZipBytes: limits.maxUploadBytes },
+    limits: { maxJsonBody: Math.max(settings.maxJsonBody, limits.maxRequestBytes), maxZipBytes: limits.maxUploadBytes, requestTimeoutMs: limits.requestTimeoutMs },
     connect,
   });
 };

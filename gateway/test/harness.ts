@@ -57,7 +57,9 @@ export function testSources(env: Record<string, string> = {}, limits = TEST_LIMI
 
 /**
  * The all-in-one process of `npm start` (the same build function, `buildProcess`, with the gateway and the config
- * module), on a given store, which it owns; or, without a store, on what `env` selects (REDIS_URL).
+ * module), on a given store, which it owns; or, without a store, on what `env` selects (REDIS_URL). Other settings go
+ * in `env` as the environment would give them, e.g. `{ GOV_LIMITS_REQUEST_TIMEOUT: "1500ms" }` for a short request
+ * timeout on every listener.
  */
 export async function createTestGateway(store?: ConfigStore, limits = TEST_LIMITS, requireHashTag = true, env: Record<string, string> = {}): Promise<TestGateway> {
   const proc = await buildProcess({

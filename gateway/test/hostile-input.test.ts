@@ -1,67 +1,85 @@
+import { connect } from "node:net";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
-import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
-import { createH2cServer, createLogger, errorInterceptor, serveConnect, type ConnectServer } from "@gov/service-kit";
+import { createConfigModule, createMemoryConfigStore } from "@gov/config-service";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { describeHostileInput, type HostileTarget } from "@gov/testkit/hostile-input";
-import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildGateway, inProcessTransport } from "../src/index.js";
-import { TEST_LIMITS } from "./harness.js";
+import { createTestGateway, TEST_LIMITS, testSources, type TestGateway } from "./harness.js";
 
-// The all-in-one wiring (REST + Connect + gRPC-Web on one port, gRPC on h2c) with a short request timeout, so that
-// slow-body attacks are cut within the test's time. The harness's createTestGateway takes it once the runner reads
-// gov.limits.request-timeout; until then the same pieces are put together here.
+// A short gov.limits.request-timeout, so that slow-body attacks are cut within the test's time. Configs of 1 MiB, so
+// that watchers that never read would cost hundreds of MiB if the server buffered for them; the upload limit above
+// it, so that every RPC listener has the same message limit (the larger of the two, plus 1 KiB).
 const REQUEST_TIMEOUT_MS = 1500;
-const MAX_JSON_BODY = 128 * 1024;
-const READ_MAX_BYTES = TEST_LIMITS.maxZipBytes + 1024;
+const MiB = 1024 * 1024;
+const LIMITS = { ...TEST_LIMITS, maxContentBytes: MiB, maxZipBytes: 2 * MiB };
+const REST_BODY = LIMITS.maxContentBytes; // gov.limits.json-body (128 KiB in tests) widened to the largest config
+const READ_MAX_BYTES = LIMITS.maxZipBytes + 1024;
+const env = { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_CONFIG_HISTORY_MAX_VERSIONS: "2" };
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
+let gw: TestGateway | undefined;
 let target: HostileTarget | undefined;
+let own: BuiltProcess | undefined;
 let serviceTarget: HostileTarget | undefined;
-let own: ConnectServer | undefined;
-const apps: FastifyInstance[] = [];
-const store = createMemoryConfigStore({ maxVersions: 100 });
 
 beforeAll(async () => {
-  const impl = createConfigService({ store, namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS });
-  const routes = configRoutes(impl);
-  const interceptors = [errorInterceptor(logger)];
-  const app = await buildGateway({
-    services: [{ service: ConfigService, transport: inProcessTransport([{ service: ConfigService, impl }], interceptors) }],
+  // The all-in-one process of `npm start`: REST + Connect + gRPC-Web on one port, gRPC on h2c.
+  gw = await createTestGateway(createMemoryConfigStore({ maxVersions: 2 }), LIMITS, true, env);
+  const urls = await gw.listen();
+  target = { restUrl: urls.url, connectUrl: urls.url, grpcUrl: urls.grpcUrl };
+  // The config service as its own process serves it: Connect + gRPC-Web on h1, gRPC on h2c.
+  own = await buildProcess({
+    name: "test-config",
+    modules: [createConfigModule()],
+    sources: testSources({ ...env, GOV_CONFIG_SERVICE_PORT: "0", GOV_CONFIG_SERVICE_GRPC_PORT: "0" }, LIMITS),
     logger,
-    limits: { maxJsonBody: MAX_JSON_BODY, maxZipBytes: TEST_LIMITS.maxZipBytes, requestTimeoutMs: REQUEST_TIMEOUT_MS },
-    connect: { routes, interceptors },
   });
-  const grpc = await createH2cServer({ routes, interceptors, logger, readMaxBytes: READ_MAX_BYTES, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs: REQUEST_TIMEOUT_MS });
-  apps.push(app, grpc);
-  await app.listen({ port: 0, host: "127.0.0.1" });
-  await grpc.listen({ port: 0, host: "127.0.0.1" });
-  const url = (a: FastifyInstance) => `http://127.0.0.1:${(a.server.address() as { port: number }).port}`;
-  target = { restUrl: url(app), connectUrl: url(app), grpcUrl: url(grpc) };
-  // The config service as its own process serves it (serveConnect: Connect + gRPC-Web on h1, gRPC on h2c).
-  own = await serveConnect({ routes, interceptors, logger, port: 0, grpcPort: 0, readMaxBytes: READ_MAX_BYTES, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs: REQUEST_TIMEOUT_MS });
-  serviceTarget = { restUrl: "", connectUrl: own.url, grpcUrl: own.grpcUrl };
+  const ownUrls = await own.listen({ managementPort: 0 });
+  serviceTarget = { restUrl: "", connectUrl: ownUrls.url, grpcUrl: ownUrls.grpcUrl! };
 });
 
 afterAll(async () => {
-  await own?.close();
-  for (const app of apps) await app.close();
-  await store.close();
+  await own?.shutdown();
+  await gw?.close();
 });
+
+/** An SSE watch on a raw socket that reads its first event (the watch is registered), then never reads again. */
+async function nonReadingWatcher(): Promise<() => void> {
+  const { hostname, port } = new URL(target!.restUrl);
+  const socket = connect(Number(port), hostname);
+  socket.on("error", () => undefined);
+  socket.write(`GET /v1/namespaces/${encodeURIComponent("{stalled}")}/configs/big/watch HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+  let seen = "";
+  while (!seen.includes('"current"')) seen += await new Promise<string>((resolve) => socket.once("data", (d: Buffer) => resolve(d.toString("latin1"))));
+  socket.pause(); // the kernel's buffers fill, then the server's socket backs up
+  return () => socket.destroy();
+}
 
 describeHostileInput("config service (all-in-one, embedded store)", {
   service: ConfigService,
   target: () => target!,
   pathValues: { namespace: "{hostile}", config_id: "app.yaml", version: "1", target_version: "1" },
-  limits: { restBody: MAX_JSON_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  // Buffering every update for every watcher would be 10 × 30 MiB; backpressure holds about one event each.
+  nonReadingWatchers: {
+    count: 10,
+    updates: 30,
+    open: nonReadingWatcher,
+    write: async (i) => {
+      const res = await fetch(`${target!.restUrl}/v1/namespaces/${encodeURIComponent("{stalled}")}/configs/big`, { method: "PUT", body: `${i}:`.padEnd(MiB, "abcdefghijklmnopqrstuvwxyz0123456789") });
+      expect(res.status).toBe(200);
+      await res.arrayBuffer();
+    },
+  },
 });
 
 describeHostileInput("config service (its own process's listeners)", {
   service: ConfigService,
   rest: false,
   target: () => serviceTarget!,
-  limits: { restBody: MAX_JSON_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
 });
 
 describe("the request timeout cuts slow requests, not long answers", () => {

@@ -1,3 +1,5 @@
+import { setMaxListeners } from "node:events";
+import net from "node:net";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
@@ -51,6 +53,29 @@ describe("one runner: all-in-one and split from the same modules", () => {
     expect(await (await fetch(`${urls.managementUrl}/metrics`)).text()).not.toContain("gov_rpc_requests_total{");
   });
 
+  it("many open watches are no 'possible memory leak' warning: each waits on the shutdown signal with its own listener", async () => {
+    const proc = await buildProcess({ name: "test", modules: [createConfigModule()], gateway: restGateway, sources: testSources(), logger });
+    open.push(proc);
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
+    const stop = new AbortController();
+    setMaxListeners(0, stop.signal); // the test's own signal ends all 50 calls
+    try {
+      const client = createClient(ConfigService, proc.transportFor(ConfigService));
+      const n = ns("many");
+      const watches = Array.from({ length: 50 }, () => client.watchConfig({ namespace: n, configId: "a.yaml" }, { signal: stop.signal })[Symbol.asyncIterator]());
+      for (const w of watches) await w.next(); // the current state; each now waits for the next change
+      const pending = watches.map((w) => w.next().catch(() => undefined));
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on the next tick
+      expect(warnings.map((w) => w.message)).toEqual([]);
+      stop.abort();
+      await Promise.all(pending);
+    } finally {
+      process.off("warning", onWarning);
+    }
+  });
+
   it("a process with its only module configured as remote refuses to start, naming the setting", async () => {
     await expect(buildProcess({ name: "test", modules: [createConfigModule()], sources: testSources({ GOV_CONFIG_SERVICE_URL: "http://127.0.0.1:1" }), logger })).rejects.toThrow(
       /nothing to run: gov\.config-service\.url is set/,
@@ -58,11 +83,34 @@ describe("one runner: all-in-one and split from the same modules", () => {
   });
 });
 
+/** Sends `send` on a raw connection (then `drip` every 100 ms, if given) and returns all the server wrote before closing. */
+function rawExchange(url: string, send: string, drip?: string, timeoutMs = 10_000): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname);
+    let received = "";
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server did not close the connection within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const dripping = drip ? setInterval(() => socket.writable && socket.write(drip), 100) : undefined;
+    socket.on("connect", () => socket.write(send));
+    socket.on("data", (d) => (received += d.toString("latin1")));
+    socket.on("error", () => undefined);
+    socket.on("close", () => {
+      clearTimeout(timer);
+      clearInterval(dripping);
+      resolve(received);
+    });
+  });
+}
+const statusAndBody = (answer: string) => [Number(answer.split(" ")[1]), JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))];
+
 describe("management listener", () => {
   let gw: TestGateway;
   let urls: { url: string; managementUrl: string };
   beforeAll(async () => {
-    gw = await createTestGateway();
+    gw = await createTestGateway(undefined, undefined, true, { GOV_LIMITS_REQUEST_TIMEOUT: "1s" });
     urls = await gw.listen();
   });
   afterAll(() => gw?.close());
@@ -80,6 +128,19 @@ describe("management listener", () => {
     expect([ready.status, (await ready.json()).status]).toEqual([200, "UP"]);
     const unknown = await fetch(`${urls.managementUrl}/nope`);
     expect([unknown.status, (await unknown.json()).code]).toEqual([404, "not_found"]);
+  });
+
+  it("refuses like every other listener, in the contract's {code, message} shape: a body, a bad escape, a slow request, non-HTTP", async () => {
+    const body = await fetch(`${urls.managementUrl}/actuator/health`, { method: "POST", body: "x".repeat(4096), headers: { "content-type": "application/json" } });
+    expect([body.status, await body.json()]).toEqual([413, { code: "resource_exhausted", message: expect.stringMatching(/limit of 1024 bytes/) }]);
+    const escape = await fetch(`${urls.managementUrl}/actuator/bad%zzescape`);
+    const refused = await escape.json();
+    expect([escape.status, refused.code]).toEqual([400, "invalid_argument"]);
+    expect(refused.message).not.toContain("bad%zz");
+    // gov.limits.request-timeout (1 s here) holds on the management port too: headers that trickle in are cut.
+    const slow = await rawExchange(urls.managementUrl, "GET /actuator/health HTTP/1.1\r\nHost: x\r\n", "X-Slow: 1\r\n");
+    expect(statusAndBody(slow)).toEqual([408, { code: "deadline_exceeded", message: expect.stringMatching(/within 1 s \(gov\.limits\.request-timeout\)/) }]);
+    expect(statusAndBody(await rawExchange(urls.managementUrl, "NOT HTTP AT ALL\r\n\r\n"))).toEqual([400, { code: "invalid_argument", message: expect.any(String) }]);
   });
 
   it("/metrics has process metrics and a counter and latency histogram per RPC, labelled service, method, protocol, code", async () => {

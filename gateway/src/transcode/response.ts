@@ -3,7 +3,7 @@ import { brotliCompress, constants as zlibConstants, gzip } from "node:zlib";
 import { ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
 import negotiate from "@fastify/accept-negotiator";
 import type { FastifyReply } from "fastify";
-import { toRestError } from "../errors.js";
+import { logFailure, toRestError } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const JSON_OPTIONS = { alwaysEmitImplicit: true } as const;
@@ -73,7 +73,7 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
     }
     res.end();
   } catch (err) {
-    reply.log.error({ err, reqId: reply.request.id, url: reply.request.url }, "stream failed after the response started");
+    logFailure(reply.request, err, toRestError(err), "stream failed after the response started");
     res.destroy(err as Error); // the client sees a truncated transfer, never a corrupt "complete" archive
   }
 }
@@ -204,7 +204,8 @@ export async function sendUnaryResponse(
   const etag = etagOf(msg);
   if (etag !== undefined) {
     // no-cache: a cache may keep the answer but must ask again (cheaply, with If-None-Match) before using it.
-    reply.header("ETag", etag).header("Cache-Control", "no-cache");
+    // Lower-case names, as Fastify stores (and sends) them: it then has no new string to make per request.
+    reply.header("etag", etag).header("cache-control", "no-cache");
     const ifNoneMatch = reply.request.headers["if-none-match"];
     if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) return reply.code(304).send();
   }

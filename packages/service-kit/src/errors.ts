@@ -1,4 +1,5 @@
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
+import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { Logger } from "./logger.js";
 
 // Defined in @gov/redis (which raises it for outages) so that this package can depend on it without a cycle.
@@ -14,7 +15,11 @@ export class WriteOutcomeUnknownError extends StoreUnavailableError {
   override readonly name: string = "WriteOutcomeUnknownError";
 }
 
-/** Expected failures pass through; store outages become `unavailable`; anything else is logged and hidden. */
+/**
+ * Expected failures pass through; store outages become `unavailable` (or `deadline_exceeded` when a write's outcome is
+ * unknown); anything else is logged (a bug: at error, with its stack) and hidden. Outages are not logged here: see
+ * {@link errorInterceptor}, which logs each answer once.
+ */
 export function toConnectError(err: unknown, logger: Logger): ConnectError {
   if (err instanceof ConnectError) return err;
   if (err instanceof WriteOutcomeUnknownError) return new ConnectError(err.message, Code.DeadlineExceeded);
@@ -26,14 +31,30 @@ export function toConnectError(err: unknown, logger: Logger): ConnectError {
 /** Connect aborts a call's signal with `deadline_exceeded` when its deadline passes. */
 const deadlinePassed = (signal: AbortSignal) => signal.aborted && signal.reason instanceof ConnectError && signal.reason.code === Code.DeadlineExceeded;
 
-async function* mapStreamErrors<T>(stream: AsyncIterable<T>, signal: AbortSignal, logger: Logger): AsyncIterable<T> {
+/** The answer to a failed call; an outage answer (`unavailable`, `deadline_exceeded`) is logged once, at warn. */
+function answerFailure(err: unknown, req: UnaryRequest | StreamRequest, logger: Logger): ConnectError {
+  // A deadline the client set has passed: its own choice, not an outage (a stream ends with it, whatever stopped it).
+  const clientDeadline = deadlinePassed(req.signal);
+  if (clientDeadline && req.stream) return req.signal.reason as ConnectError;
+  const answer = toConnectError(err, logger);
+  // An in-process call is answered to a caller in this process (the REST gateway), which logs what it answers itself.
+  if (OUTAGE_CODES.has(answer.code) && !clientDeadline && !req.url.startsWith("in-process:")) {
+    // Expected while a store is down: one line per answer, no stack (it would only show the client library's internals).
+    logger.warn({ rpc: `${req.service.typeName}/${req.method.name}`, code: codeToString(answer.code) }, answer.rawMessage);
+  }
+  return answer;
+}
+
+const OUTAGE_CODES = new Set([Code.Unavailable, Code.DeadlineExceeded]);
+
+async function* mapStreamErrors<T>(stream: AsyncIterable<T>, req: StreamRequest, logger: Logger): AsyncIterable<T> {
   try {
     yield* stream;
   } catch (err) {
-    throw deadlinePassed(signal) ? signal.reason : toConnectError(err, logger);
+    throw answerFailure(err, req, logger);
   }
   // A stream that ends because its deadline passed (watches stop on ctx.signal) did not succeed: say so.
-  if (deadlinePassed(signal)) throw signal.reason;
+  if (deadlinePassed(req.signal)) throw req.signal.reason;
 }
 
 /** A server interceptor that applies {@link toConnectError} to unary and streaming handlers alike. */
@@ -41,9 +62,9 @@ export function errorInterceptor(logger: Logger): Interceptor {
   return (next) => async (req) => {
     try {
       const res = await next(req);
-      return res.stream ? { ...res, message: mapStreamErrors(res.message, req.signal, logger) } : res;
+      return res.stream ? { ...res, message: mapStreamErrors(res.message, req as StreamRequest, logger) } : res;
     } catch (err) {
-      throw toConnectError(err, logger);
+      throw answerFailure(err, req, logger);
     }
   };
 }

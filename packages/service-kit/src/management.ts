@@ -1,5 +1,7 @@
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { ServingState } from "./grpc/health.js";
+import { clientErrorHandler, excerpt, frameworkErrorHandler, routerRefusal } from "./http-errors.js";
+import { REQUEST_TIMEOUT } from "./request-errors.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
 import type { HealthReport } from "./service-module.js";
@@ -74,7 +76,12 @@ export interface ManagementOptions {
   logger: Logger;
   readiness: Readiness;
   metrics: Metrics;
+  /** gov.limits.request-timeout (default 60 s): a request must have arrived by then. */
+  requestTimeoutMs?: number;
 }
+
+/** Probes and scrapes send no body; one over this is refused (413) before it is read. */
+const MANAGEMENT_BODY_LIMIT = 1024;
 
 /**
  * The management listener (`management.server.port`), kept apart from the API ports so that probes and scrapes are
@@ -82,11 +89,18 @@ export interface ManagementOptions {
  * groups (503 when DOWN) and Prometheus `/metrics`. Built, not listening.
  */
 export async function buildManagementApp(options: ManagementOptions): Promise<FastifyInstance> {
+  const requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms;
   const app = fastify({
     loggerInstance: options.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     // Probes do not hold connections open; a scrape in progress at exit is not worth waiting for.
     forceCloseConnections: true,
+    // The same guards as the API listeners: a port that is reachable is a port that can be abused.
+    bodyLimit: MANAGEMENT_BODY_LIMIT,
+    requestTimeout: requestTimeoutMs,
+    http: { connectionsCheckingInterval: Math.min(1000, requestTimeoutMs), headersTimeout: Math.min(60_000, requestTimeoutMs) },
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
   const { readiness, metrics } = options;
 
@@ -105,6 +119,11 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     const { contentType, body } = await metrics.scrape();
     return reply.header("content-type", contentType).send(body);
   });
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const answer = managementRefusal(err);
+    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "management request failed");
+    void reply.status(answer.status).type("application/json").send(answer.body);
+  });
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send({
       code: "not_found",
@@ -112,4 +131,15 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     });
   });
   return app;
+}
+
+/** What Fastify refuses on the management port (a body, a slow body, a bad URL), in the contract's shape. */
+function managementRefusal(err: FastifyError): { status: number; body: { code: string; message: string } } {
+  const refused = routerRefusal(err);
+  if (refused) return refused;
+  const status = err.statusCode ?? 500;
+  if (status === 413) return { status, body: { code: "resource_exhausted", message: `the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body` } };
+  if (status === 408) return { status, body: { code: "deadline_exceeded", message: `the request did not arrive in time (${REQUEST_TIMEOUT.setting}): send it at once` } };
+  if (status >= 400 && status < 500) return { status, body: { code: "invalid_argument", message: excerpt(err.message) } };
+  return { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
 }

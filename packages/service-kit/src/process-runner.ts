@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { Http2Server, Http2Session } from "node:http2";
 import type { Server as NetServer } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
@@ -5,11 +6,13 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transpor
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
+import { untilAborted } from "./abortable.js";
 import { corsSettings } from "./cors.js";
 import { errorInterceptor } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
+import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
 import { endpointSettings, type ModuleInstance, type ServiceModule } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
@@ -38,6 +41,7 @@ export const processSettings = {
     default: 10_000,
     doc: "on SIGTERM: how long in-flight calls may take to finish before the process exits anyway",
   } as SettingDef<number>,
+  requestTimeout: requestTimeoutSetting,
   ...corsSettings,
   logAccess: { name: "gov.log.access", parse: parseBoolean, default: false, doc: "`true` logs one line per HTTP request (method, URL, status, time)" } as SettingDef<boolean>,
 };
@@ -48,8 +52,8 @@ export interface GatewayBuild {
   services: { service: DescService; transport: Transport }[];
   logger: Logger;
   sources: SettingsSources;
-  /** The largest request and upload the modules accept. */
-  limits: { maxRequestBytes: number; maxUploadBytes: number };
+  /** The largest request and upload the modules accept; how long a request may take to arrive (gov.limits.request-timeout). */
+  limits: { maxRequestBytes: number; maxUploadBytes: number; requestTimeoutMs: number };
   /** The local services' Connect routes, to serve (Connect, gRPC-Web) on the gateway's port too. */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
@@ -199,7 +203,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
 
   const readiness = createReadiness(instances.map((m) => ({ name: m.name, health: () => m.instance.health() })));
-  const connectOptions = { routes, interceptors, logger, readMaxBytes, serving: readiness, corsOrigins: settings.corsOrigins };
+  const requestTimeoutMs = settings.requestTimeout;
+  const connectOptions = { routes, interceptors, logger, readMaxBytes, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins };
   let http: FastifyInstance;
   let grpc: FastifyInstance | undefined;
   let management: FastifyInstance;
@@ -209,12 +214,12 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
           services: planned.flatMap((p) => p.module.services.map((service) => ({ service, transport: lazyTransport(service) }))),
           logger,
           sources,
-          limits: { maxRequestBytes, maxUploadBytes },
+          limits: { maxRequestBytes, maxUploadBytes, requestTimeoutMs },
           connect: impls.length ? { routes, interceptors, readMaxBytes } : undefined,
         })
       : await createConnectServer(connectOptions);
     grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
-    management = await buildManagementApp({ logger, readiness, metrics });
+    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs });
   } catch (err) {
     await closeAll(closers, logger);
     throw err;
@@ -348,6 +353,9 @@ function handleProcessFailures(logger: Logger): void {
  */
 function createDrain() {
   const stopping = new AbortController();
+  // Every open stream listens on this one signal (one listener per stream, removed per message): thousands of watches
+  // are expected, not a leak.
+  setMaxListeners(0, stopping.signal);
   let inflight = 0;
   const shuttingDown = () => new ConnectError("the server is shutting down: retry, another instance will answer", Code.Unavailable);
   const wrap = <R extends { stream: boolean; message: unknown }>(res: R): R =>
@@ -369,32 +377,6 @@ function createDrain() {
     inflight: () => inflight,
     begin: () => stopping.abort(),
   };
-}
-
-async function* untilAborted<T>(stream: AsyncIterable<T>, signal: AbortSignal, reason: () => Error): AsyncIterable<T> {
-  const it = stream[Symbol.asyncIterator]();
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => reject(reason());
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  aborted.catch(() => {}); // observed by the race below; never unhandled
-  let finished = false;
-  try {
-    for (;;) {
-      const next = await Promise.race([it.next(), aborted]);
-      if (next.done) {
-        finished = true;
-        return;
-      }
-      yield next.value;
-    }
-  } finally {
-    signal.removeEventListener("abort", onAbort!);
-    // Tell the producer to stop (a watch unsubscribes); not awaited: it may be waiting for its next event.
-    if (!finished) void Promise.resolve(it.return?.()).catch(() => {});
-  }
 }
 
 function trackSessions(server: Http2Server): Set<Http2Session> {

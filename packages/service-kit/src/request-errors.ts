@@ -3,6 +3,7 @@ import type { UniversalHandler, UniversalHandlerFn, UniversalServerResponse } fr
 import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
 import { configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
+import { nextUnlessAborted } from "./abortable.js";
 
 // Content is stored exactly as sent (contract §3): a leading UTF-8 BOM is part of a string field, not a marker to
 // drop. protobuf-es decodes strings with a default TextDecoder, which strips it, so every process that imports the
@@ -169,25 +170,22 @@ function withDeadline(body: AsyncIterable<Uint8Array>, ms: number): AsyncIterabl
   return {
     [Symbol.asyncIterator]() {
       const it = body[Symbol.asyncIterator]();
+      // Each read waits on this signal with a listener of its own (see nextUnlessAborted): racing every chunk against
+      // one promise would keep every chunk of the body reachable until the call ends.
+      const expired = new AbortController();
       let timer: NodeJS.Timeout | undefined;
-      let expired: Promise<never> | undefined;
       const stop = () => clearTimeout(timer);
       const start = () => {
-        if (!expired) {
-          expired = new Promise<never>((_, reject) => {
-            timer = setTimeout(() => {
-              reject(new ConnectError(`the request did not arrive within ${ms / 1000} s (${REQUEST_TIMEOUT.setting}): send it at once`, Code.DeadlineExceeded));
-              void it.return?.(); // stop reading from the slow client
-            }, ms);
-          });
-          expired.catch(() => undefined); // whoever races it gets the rejection; nobody else must see it unhandled
-        }
-        return expired;
+        timer ??= setTimeout(() => {
+          expired.abort(new ConnectError(`the request did not arrive within ${ms / 1000} s (${REQUEST_TIMEOUT.setting}): send it at once`, Code.DeadlineExceeded));
+          void Promise.resolve(it.return?.()).catch(() => undefined); // stop reading from the slow client
+        }, ms);
       };
       return {
         next: async () => {
+          start();
           try {
-            const r = await Promise.race([it.next(), start()]);
+            const r = await nextUnlessAborted(it, expired.signal, () => expired.signal.reason);
             if (r.done) stop();
             return r;
           } catch (err) {

@@ -79,13 +79,26 @@ function spawnRedis(port: number, extra: string[], dir: string): ChildProcess {
   return child;
 }
 
+/** Not exited yet: a server that exited on its own has an exit code, one killed by a signal (a test's SIGKILL) a signal code. */
+const running = (child: ChildProcess | undefined): child is ChildProcess & { pid: number } => !!child?.pid && child.exitCode === null && child.signalCode === null;
+
+/** Sends `signal` unless the process is gone already (it may die between the check and the kill). */
+function signal(child: ChildProcess & { pid: number }, name: NodeJS.Signals): void {
+  try {
+    process.kill(child.pid, name);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+  }
+}
+
 async function killByPid(child: ChildProcess | undefined, port: number): Promise<void> {
-  if (!child?.pid || child.exitCode !== null) return;
-  const exited = new Promise<void>((r) => child.once("exit", () => r()));
-  process.kill(child.pid, "SIGTERM");
-  const timer = setTimeout(() => child.pid && child.exitCode === null && process.kill(child.pid, "SIGKILL"), 3000);
-  await exited;
-  clearTimeout(timer);
+  if (running(child)) {
+    const exited = new Promise<void>((r) => child.once("exit", () => r()));
+    signal(child, "SIGTERM");
+    const timer = setTimeout(() => running(child) && signal(child, "SIGKILL"), 3000);
+    await exited;
+    clearTimeout(timer);
+  }
   await waitFor(`port ${port} to close`, async () => {
     try {
       await rawCommand(port, "PING", 200);
@@ -116,7 +129,7 @@ export async function startRedis(opts: { port?: number; args?: string[] } = {}):
     port,
     url: `redis://127.0.0.1:${port}`,
     get pid() {
-      return child?.exitCode === null ? child.pid : undefined;
+      return running(child) ? child.pid : undefined;
     },
     stop: () => killByPid(child, port),
     start,

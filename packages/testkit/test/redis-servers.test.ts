@@ -35,4 +35,24 @@ describe.skipIf(skip)("test Redis servers", () => {
     client.disconnect();
     await srv.stop();
   });
+
+  it("a server killed by a signal reads as stopped: no pid, stop() resolves, start() brings it back", async () => {
+    const srv = await startRedis();
+    const pid = srv.pid!;
+    process.kill(pid, "SIGKILL");
+    // Killed by a signal, a child keeps exitCode null (its signalCode is set): it is stopped all the same.
+    await expect.poll(() => srv.pid, { timeout: 5000 }).toBeUndefined();
+    await srv.stop(); // no ESRCH for a process that is gone
+    await srv.start();
+    expect(srv.pid).toBeGreaterThan(0);
+    await srv.stop();
+    expect(srv.pid).toBeUndefined();
+  });
+
+  it("stop() right after an outside SIGKILL (before the exit is noticed) resolves too", async () => {
+    const srv = await startRedis();
+    process.kill(srv.pid!, "SIGKILL");
+    await srv.stop();
+    expect(srv.pid).toBeUndefined();
+  });
 });

@@ -1,0 +1,97 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { ConfigService } from "@gov/api";
+import { createConfigModule, createRedisConfigStore } from "@gov/config-service";
+import { connectRedis } from "@gov/redis";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from "vitest";
+import { restGateway } from "../src/index.js";
+import { ns, seg, testSources } from "./harness.js";
+
+/**
+ * An outage is expected: each answer it causes (503 unavailable, 504 deadline_exceeded for a write whose outcome is
+ * unknown) is logged once, at warn, without a stack, on every listener; only bugs are errors with stacks.
+ */
+const COMMAND_TIMEOUT_MS = 500;
+
+describe.skipIf(inject("redisSkipReason"))("outage answers in the log", () => {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger("test", "info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+  let redis: RedisServer;
+  let proc: BuiltProcess;
+  let urls: { url: string; grpcUrl?: string };
+  beforeAll(async () => {
+    redis = await startRedis(); // a private server: pausing the shared one would stall every other suite
+    const client = await connectRedis(redis.url, { commandTimeoutMs: COMMAND_TIMEOUT_MS });
+    const store = await createRedisConfigStore(client, { maxVersions: 10, kind: "redis" });
+    proc = await buildProcess({ name: "test", modules: [createConfigModule({ store })], gateway: restGateway, sources: testSources(), logger });
+    urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+  });
+  afterAll(async () => {
+    if (redis?.pid) process.kill(redis.pid, "SIGCONT"); // never leave a stopped process behind
+    await proc?.shutdown();
+    await redis?.stop();
+  });
+  beforeEach(() => void lines.splice(0));
+
+  /** What was logged at warn or above, once every answer is in (the REST log line is written before the answer). */
+  const problems = () => lines.filter((l) => (l.level as number) >= 40);
+  const expectOneWarningWithoutStack = (code: string) => {
+    const logged = problems();
+    expect(logged, JSON.stringify(logged)).toHaveLength(1);
+    expect(logged[0]).toMatchObject({ level: 40, code });
+    expect(logged[0]).not.toHaveProperty("err");
+    expect(JSON.stringify(logged[0])).not.toMatch(/\n\s+at /); // no stack anywhere in the line
+  };
+
+  const clients = () => [
+    { name: "Connect (HTTP/1.1)", client: createClient(ConfigService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1" })) },
+    { name: "gRPC (h2c)", client: createClient(ConfigService, createGrpcTransport({ baseUrl: urls.grpcUrl! })) },
+  ];
+
+  it("503 unavailable (Redis stopped): REST, Connect and gRPC each log the answer once, at warn, without a stack", async () => {
+    const n = ns("down");
+    await redis.stop();
+    try {
+      const rest = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`);
+      expect(rest.status).toBe(503);
+      await rest.text();
+      expectOneWarningWithoutStack("unavailable");
+      expect(problems()[0]).toMatchObject({ method: "GET", path: `/v1/namespaces/${seg(n)}/configs/a.yaml` });
+
+      for (const { name, client } of clients()) {
+        lines.splice(0);
+        await expect(client.getConfig({ namespace: n, configId: "a.yaml" }), name).rejects.toMatchObject({ code: 14 });
+        expectOneWarningWithoutStack("unavailable");
+        expect(problems()[0]).toMatchObject({ rpc: "gov.config.v1.ConfigService/GetConfig" });
+      }
+    } finally {
+      await redis.start();
+    }
+  });
+
+  it("504 deadline_exceeded (a write on a paused Redis): REST, Connect and gRPC each log the answer once, at warn, without a stack", async () => {
+    const n = ns("paused");
+    // Up again after the previous test: wait until the store answers.
+    await expect.poll(async () => (await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", body: "v0" })).status, { timeout: 10_000, interval: 100 }).toBe(200);
+    lines.splice(0);
+    const pid = redis.pid!;
+    process.kill(pid, "SIGSTOP");
+    try {
+      const rest = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", body: "v1" });
+      expect(rest.status).toBe(504);
+      await rest.text();
+      expectOneWarningWithoutStack("deadline_exceeded");
+
+      for (const [i, { name, client }] of clients().entries()) {
+        lines.splice(0);
+        await expect(client.setConfig({ namespace: n, configId: "a.yaml", data: `v${i + 2}` }), name).rejects.toMatchObject({ code: 4 });
+        expectOneWarningWithoutStack("deadline_exceeded");
+        expect(problems()[0]).toMatchObject({ rpc: "gov.config.v1.ConfigService/SetConfig", msg: expect.stringMatching(/may or may not have been applied/) });
+      }
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+  });
+});
