@@ -1,6 +1,7 @@
 import { createRedisConfigStore, type ConfigStore } from "@gov/config-service";
 import { connectRedis } from "@gov/redis";
 import { startRedis, type RedisServer } from "@gov/testkit";
+import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createTestGateway, ns, seg, TEST_LIMITS, type TestGateway } from "./harness.js";
 import { multipart, rawZip } from "./zip-fixtures.js";
@@ -59,5 +60,41 @@ describe.skipIf(inject("redisSkipReason"))("an import interrupted by a Redis out
     await expect.poll(async () => (await gw.app.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs` })).statusCode, { timeout: 10_000, interval: 100 }).toBe(200);
     const again = await gw.app.inject({ method: "POST", url: `/v1/namespaces/${seg(n)}/configs`, ...multipart(archive) });
     expect(again.json()).toMatchObject({ total: ENTRIES, succeeded: ENTRIES }); // the restarted server is empty
+  });
+});
+
+/**
+ * #6 item 2: an import stops when its client goes away, instead of writing the rest of the archive for nobody.
+ * On Redis, so that every write is real I/O: the client here shares the server's event loop, and an embedded store
+ * would write the whole (small) archive before the hang-up could even be noticed.
+ */
+describe.skipIf(inject("redisSkipReason"))("an import whose client hangs up", () => {
+  it("stops writing once the connection is gone", async () => {
+    const store = await createRedisConfigStore(await connectRedis(inject("redisUrl")), { maxVersions: 10, kind: "redis" });
+    const gw = await createTestGateway(store, { ...TEST_LIMITS, maxZipEntries: ENTRIES, maxZipBytes: 16 * 1024 * 1024, maxZipUncompressedBytes: 64 * 1024 * 1024 });
+    try {
+      const { url } = await gw.listen();
+      const n = ns("hangup");
+      const archive = rawZip(Array.from({ length: ENTRIES }, (_, i) => ({ name: `c${i}`, data: `value ${i}\n` })));
+      const { payload, headers } = multipart(archive);
+      let written = 0;
+      let lastWriteAt = performance.now();
+      const unsubscribe = store.subscribe((change) => {
+        if (change.namespace !== n) return;
+        written++;
+        lastWriteAt = performance.now();
+        client.destroy(); // the client hangs up as soon as the first entry is written
+      });
+      const client = request(`${url}/v1/namespaces/${seg(n)}/configs`, { method: "POST", headers: { ...headers, "content-length": payload.length } });
+      client.on("error", () => {}); // the hang-up is ours
+      client.end(payload);
+      // the import has stopped when nothing more is written for a while (all 1,000 take well under that otherwise)
+      await expect.poll(() => performance.now() - lastWriteAt, { timeout: 10_000, interval: 50 }).toBeGreaterThan(1_000);
+      unsubscribe();
+      expect(written).toBeGreaterThan(0);
+      expect(written).toBeLessThan(ENTRIES / 2);
+    } finally {
+      await gw.close();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply } from "fastify";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
 import { buildRequest } from "./request.js";
 import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
@@ -12,10 +12,14 @@ function takesFile(route: RestRoute): boolean {
   return route.body === "*" && route.method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
 }
 
-/** Aborted when the HTTP client goes away, so that streams and long calls stop server-side too. */
-function requestSignal(req: FastifyRequest): AbortSignal {
+/**
+ * Aborted when the HTTP client goes away before its answer is complete, so that streams and long calls (an import)
+ * stop server-side too. The response is watched, not the request: a request emits "close" as soon as its body has
+ * been read, which for an upload is long before the work is done.
+ */
+function clientGoneSignal(reply: FastifyReply): AbortSignal {
   const ac = new AbortController();
-  req.raw.once("close", () => ac.abort());
+  reply.raw.once("close", () => reply.raw.writableFinished || ac.abort());
   return ac.signal;
 }
 
@@ -51,6 +55,8 @@ async function* single<T>(message: T): AsyncIterable<T> {
 function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, forwardHeaders: HeaderForwarder, responses: ResponseOptions): void {
   const method = route.method as never;
   const etagOf = entityTagOf(route);
+  // Uploads are the long unary calls; the rest answer in well under a millisecond and skip the per-request signal.
+  const long = takesFile(route);
   app.route({
     method: route.httpMethod,
     url: route.fastifyPath,
@@ -58,12 +64,12 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
       const input = await buildRequest(route, req);
       const headers = forwardHeaders(req);
       if (route.method.methodKind === "server_streaming") {
-        const res = await transport.stream(method, requestSignal(req), undefined, headers, single(input) as never);
+        const res = await transport.stream(method, clientGoneSignal(reply), undefined, headers, single(input) as never);
         const stream = res.message as AsyncIterable<Message>;
         if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
         return sendEventStream(reply, stream, route.method.output, responses);
       }
-      const res = await transport.unary(method, undefined, undefined, headers, input as never);
+      const res = await transport.unary(method, long ? clientGoneSignal(reply) : undefined, undefined, headers, input as never);
       return sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
     },
   });
