@@ -1,9 +1,9 @@
 import { ConfigService } from "@gov/api";
 import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
-import { createLogger, errorInterceptor, serveConnect, type ConnectServer } from "@gov/service-kit";
+import { createLogger, errorInterceptor, remoteTransport, serveConnect, type ConnectServer } from "@gov/service-kit";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildGateway, remoteTransport } from "../src/index.js";
+import { buildGateway } from "../src/index.js";
 import { ns, seg, TEST_LIMITS } from "./harness.js";
 
 /** The split deployment: the config service in its own server, the gateway reaching it over HTTP (GOV_CONFIG_SERVICE_URL). */

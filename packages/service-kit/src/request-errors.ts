@@ -4,6 +4,7 @@ import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/conn
 import { configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
+import { mapBody } from "./universal-body.js";
 
 // Content is stored exactly as sent (contract §3): a leading UTF-8 BOM is part of a string field, not a marker to
 // drop. protobuf-es decodes strings with a default TextDecoder, which strips it, so every process that imports the
@@ -232,30 +233,3 @@ async function* single(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes;
 }
 
-/**
- * The body with each chunk passed through `chunkFix`, and `onEnd` run once it has ended (or failed). next/throw/return
- * go straight to Connect's iterator, which aborts the call on them.
- */
-function mapBody(body: AsyncIterable<Uint8Array>, chunkFix?: (chunk: Uint8Array) => Uint8Array, onEnd?: () => void): AsyncIterable<Uint8Array> {
-  return {
-    [Symbol.asyncIterator]() {
-      const it = body[Symbol.asyncIterator]();
-      const step = async (result: Promise<IteratorResult<Uint8Array>>): Promise<IteratorResult<Uint8Array>> => {
-        try {
-          const r = await result;
-          if (r.done) onEnd?.();
-          else if (chunkFix) return { done: false, value: chunkFix(r.value) };
-          return r;
-        } catch (err) {
-          onEnd?.();
-          throw err;
-        }
-      };
-      return {
-        next: () => step(it.next()),
-        throw: (err?: unknown) => step(it.throw ? it.throw(err) : Promise.reject(err)),
-        return: (value?: unknown) => step(it.return ? it.return(value) : Promise.resolve({ done: true as const, value })),
-      };
-    },
-  };
-}

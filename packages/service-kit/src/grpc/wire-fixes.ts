@@ -1,6 +1,7 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalHandlerFn, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { reencodeGrpcMessage, reencodeGrpcWebTrailer } from "./grpc-message.js";
+import { mapBody } from "../universal-body.js";
 import { grpcWebTextRequest, grpcWebTextResponse, isGrpcWebText } from "./grpc-web-text.js";
 
 /**
@@ -26,31 +27,8 @@ function withWireFixes(handler: UniversalHandler): UniversalHandler {
   return Object.assign(handle, { protocolNames, service, method, requestPath, allowedMethods, supportedContentType });
 }
 
-/**
- * The body with gRPC-Web's trailer frame re-encoded, and gRPC's HTTP trailers re-encoded once it has ended (Connect
- * fills them in only then). next/throw/return go straight to Connect's iterator, which aborts the call on them.
- */
+/** The body with gRPC-Web's trailer frame re-encoded, and gRPC's HTTP trailers once it has ended (Connect fills them in only then). */
 function fixBody(res: UniversalServerResponse, body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
   const grpcWeb = res.header?.get("content-type")?.startsWith("application/grpc-web") ?? false;
-  return {
-    [Symbol.asyncIterator]() {
-      const it = body[Symbol.asyncIterator]();
-      const step = async (result: Promise<IteratorResult<Uint8Array>>): Promise<IteratorResult<Uint8Array>> => {
-        try {
-          const r = await result;
-          if (r.done) reencodeGrpcMessage(res.trailer);
-          else if (grpcWeb) return { done: false, value: reencodeGrpcWebTrailer(r.value) };
-          return r;
-        } catch (err) {
-          reencodeGrpcMessage(res.trailer);
-          throw err;
-        }
-      };
-      return {
-        next: () => step(it.next()),
-        throw: (err?: unknown) => step(it.throw ? it.throw(err) : Promise.reject(err)),
-        return: (value?: unknown) => step(it.return ? it.return(value) : Promise.resolve({ done: true as const, value })),
-      };
-    },
-  };
+  return mapBody(body, grpcWeb ? reencodeGrpcWebTrailer : undefined, () => reencodeGrpcMessage(res.trailer));
 }
