@@ -4,11 +4,16 @@
  * returning the same JSON, and a bare Fastify PUT route doing one ioredis HSET against the same Redis. Every server
  * runs in its own process; every PUT carries new content, so each one writes a new version.
  *
- * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5; about 2.5 minutes in all) size the run; BENCH_PROFILE=<dir>
+ * After the load it times `/metrics` scrapes on each gateway's management listener (every per-RPC series present),
+ * and prints which targets (issues #5 and #6) are met. Then it starts the all-in-one process from the production build
+ * (`npm run build` first; skipped when apps/dist is missing) and from the sources through tsx, alternately, and
+ * reports time to "listening" and RSS when listening and after a short load (BENCH_STARTUP=0 skips this part).
+ *
+ * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5; about 3.5 minutes in all) size the run; BENCH_PROFILE=<dir>
  * runs the gateways with `node --cpu-prof` and writes their profiles there (open them in Chrome DevTools or speedscope).
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -26,17 +31,29 @@ const WRK_SCRIPT = join(root, "bench/fixtures/wrk-report.lua");
 interface Server {
   child: ChildProcess;
   url: string;
+  /** The management listener (`/metrics`); undefined for the bare baseline. */
+  managementUrl?: string;
+  /** Milliseconds from spawn to the "listening" banner. */
+  startupMs: number;
 }
+
+/** How a gateway is run: from the TypeScript sources through tsx (as `npm run dev`), or the production build. */
+type Runner = "tsx" | "dist";
 
 const running = new Set<ChildProcess>();
 // A failed measurement must not leave servers behind.
 process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")));
 
-async function startServer(script: string, env: Record<string, string>, profile = false): Promise<Server> {
+async function startServer(script: string, env: Record<string, string>, profile = false, runner: Runner = "tsx"): Promise<Server> {
   const prof = profile && PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
-  const child = spawn(process.execPath, [...prof, "--import", "tsx", join(root, script)], {
+  // The production build resolves workspaces to their dist/ (no @gov/source condition, no TypeScript loader).
+  const args = runner === "tsx" ? [...prof, "--import", "tsx", join(root, script)] : [...prof, join(root, script)];
+  const { NODE_OPTIONS, ...inherited } = process.env;
+  const nodeOptions = runner === "tsx" ? { NODE_OPTIONS: NODE_OPTIONS ?? "--conditions=@gov/source" } : {};
+  const started = performance.now();
+  const child = spawn(process.execPath, args, {
     cwd: root,
-    env: { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
+    env: { ...inherited, ...nodeOptions, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   running.add(child);
@@ -47,7 +64,9 @@ async function startServer(script: string, env: Record<string, string>, profile 
     const scan = (d: Buffer) => {
       out += d;
       const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1] });
+      // The gateway prints its management URL in the same banner, right after; the bare baseline has none.
+      const mgmt = /Management on (http:\/\/\S+)/.exec(out);
+      if (m && (mgmt || script.includes("bare"))) resolve({ child, url: m[1], managementUrl: mgmt?.[1], startupMs: performance.now() - started });
     };
     child.stdout!.on("data", scan);
     child.stderr!.on("data", scan);
@@ -135,11 +154,67 @@ async function measure(targets: Target[]) {
   });
 }
 
+/**
+ * A Prometheus scrape of a gateway's management listener after the load, when every per-RPC series it served exists:
+ * median and slowest of SCRAPES sequential scrapes (ms), and the size of the exposition.
+ */
+async function scrapeTimes(s: Server): Promise<{ median: number; max: number; kb: number }> {
+  const times: number[] = [];
+  let body = "";
+  for (let i = 0; i <= SCRAPES; i++) {
+    const start = performance.now();
+    const res = await fetch(`${s.managementUrl}/metrics`);
+    body = await res.text();
+    if (i > 0) times.push(performance.now() - start); // the first one warms up
+    if (res.status !== 200 || !body.includes("gov_rpc_duration_seconds_bucket{")) throw new Error(`/metrics of ${s.url} has no per-RPC series:\n${body.slice(0, 300)}`);
+  }
+  return { median: median(times), max: Math.max(...times), kb: Buffer.byteLength(body) / 1024 };
+}
+const SCRAPES = 20;
+
+/**
+ * Startup and memory of the all-in-one process (embedded store), run from the production build (`npm run build`,
+ * `node apps/dist/main.js`) and from the sources through tsx: time from spawn to the "listening" banner, RSS right
+ * then and after a short GET + PUT load. Rounds alternate the two; medians shown.
+ */
+async function startupRows(): Promise<string[][]> {
+  const dist = "apps/dist/main.js";
+  if (!existsSync(join(root, dist))) return [["startup", `skipped: ${dist} is missing, run npm run build first`]];
+  const path = `/v1/namespaces/${NS}/configs/app.yaml`;
+  const runs: Record<Runner, { startup: number[]; rss: number[]; rssLoaded: number[] }> = {
+    dist: { startup: [], rss: [], rssLoaded: [] },
+    tsx: { startup: [], rss: [], rssLoaded: [] },
+  };
+  for (let round = 0; round < STARTUP_ROUNDS; round++) {
+    for (const runner of ["dist", "tsx"] as const) {
+      const s = await startServer(runner === "dist" ? dist : "apps/main.ts", { REDIS_URL: "" }, false, runner);
+      try {
+        runs[runner].startup.push(s.startupMs);
+        runs[runner].rss.push(rssMb(s.child.pid!));
+        await fetch(s.url + path, { method: "PUT", body: CONFIG });
+        await load(s.url + path, "GET", 3);
+        await load(s.url + path, "PUT", 3);
+        runs[runner].rssLoaded.push(rssMb(s.child.pid!));
+      } finally {
+        await stop(s);
+      }
+    }
+  }
+  return (["dist", "tsx"] as const).map((r) => [
+    r === "dist" ? "production build (node apps/dist/main.js)" : "sources through tsx (node --import tsx apps/main.ts)",
+    `${Math.round(median(runs[r].startup))} ms`,
+    `${median(runs[r].rss)} MB`,
+    `${median(runs[r].rssLoaded)} MB`,
+  ]);
+}
+const STARTUP_ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 3);
+
 async function main() {
   const redis = await startRedis();
   const path = `/v1/namespaces/${NS}/configs/app.yaml`;
   let results: Awaited<ReturnType<typeof measure>> = [];
   const rss: string[][] = [];
+  const scrapes: [string, Awaited<ReturnType<typeof scrapeTimes>>][] = [];
   try {
     // The GET baseline answers exactly the JSON a real GET answers.
     const probe = await startServer("apps/main.ts", { REDIS_URL: "" });
@@ -170,6 +245,7 @@ async function main() {
       ]);
       for (const [name, s] of [["gateway, embedded store", embedded], ["gateway, redis store", onRedis]] as const) {
         rss.push([name, "RSS after the run", `${rssMb(s.child.pid!)} MB`, "", ""]);
+        scrapes.push([name, await scrapeTimes(s)]);
       }
     } finally {
       await Promise.all(servers.map(stop));
@@ -189,7 +265,28 @@ async function main() {
     console.log(`| ${cells.join(" | ")} |`);
   }
   for (const r of rss) console.log(`| ${r.join(" | ")} | | | |`);
+  console.log(`\n/metrics on the management listener after the load (all per-RPC series present), ${SCRAPES} sequential scrapes; target < 10 ms:\n`);
+  console.log("| server | median | slowest | size |");
+  console.log("|---|---|---|---|");
+  for (const [name, t] of scrapes) console.log(`| ${name} | ${t.median.toFixed(2)} ms | ${t.max.toFixed(2)} ms | ${t.kb.toFixed(0)} KB |`);
+
+  const get = (name: string, method: string) => results.find((r) => r.name === name && r.method === method)!;
+  const verdicts = [
+    ["GET through the gateway (embedded) ≥ 0.7× bare GET", get("gateway, embedded store", "GET").ratio >= 0.7],
+    ["GET through the gateway (Redis) ≥ 0.7× bare GET", get("gateway, redis store", "GET").ratio >= 0.7],
+    ["PUT on Redis ≥ 0.8× bare HSET route", get("gateway, redis store", "PUT").ratio >= 0.8],
+    ["/metrics scrape < 10 ms", scrapes.every(([, t]) => t.median < 10)],
+  ] as const;
+  console.log("");
+  for (const [what, ok] of verdicts) console.log(`${ok ? "met   " : "MISSED"}  ${what}`);
   if (PROFILE_DIR) console.log(`\nCPU profiles of the gateways: ${PROFILE_DIR}`);
+
+  if (process.env.BENCH_STARTUP !== "0") {
+    console.log(`\nStartup of the all-in-one process (embedded store), median of ${STARTUP_ROUNDS} alternating starts each; load = 3 s GET + 3 s PUT:\n`);
+    console.log("| run from | spawn → listening | RSS when listening | RSS after load |");
+    console.log("|---|---|---|---|");
+    for (const row of await startupRows()) console.log(`| ${row.join(" | ")} |`);
+  }
 }
 
 const fmt = (n: number) => Math.round(n).toLocaleString("en-US");

