@@ -2,10 +2,11 @@
 // in `modules`. Each module runs in this process unless its `gov.<name>-service.url` is set (then it is called there).
 import { configModule } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
+import { registryModule } from "@gov/registry-service";
 import type { ProcessOptions } from "@gov/service-kit";
 
 export const platform = {
   name: "gov.gateway",
-  modules: [configModule],
+  modules: [configModule, registryModule],
   gateway: restGateway,
 } satisfies ProcessOptions;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tries the split shape on one machine: a private redis-server, one config service, two gateways (:8081, :8082).
+# Tries the split shape on one machine: a private redis-server, a config service, a registry service and two gateways
+# (:8081, :8082) that call both over HTTP.
 # Ctrl-C stops everything (by PID).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,12 +8,15 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; }
 trap cleanup EXIT INT TERM
 
+npm run -s build # once, before the processes start (each `npm start` would otherwise check and build on its own)
 redis-server --port 6395 --save '' --appendonly no & pids+=($!)
 sleep 0.5
 REDIS_URL=redis://127.0.0.1:6395 GOV_CONFIG_SERVICE_PORT=8091 GOV_CONFIG_SERVICE_GRPC_PORT=9091 npm run -s start:config & pids+=($!)
+REDIS_URL=redis://127.0.0.1:6395 GOV_REGISTRY_SERVICE_PORT=8092 GOV_REGISTRY_SERVICE_GRPC_PORT=9092 npm run -s start:registry & pids+=($!)
 sleep 3
 for port in 8081 8082; do
-  GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 PORT=$port MANAGEMENT_SERVER_PORT=$((port + 100)) npm run -s start:gateway & pids+=($!)
+  GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 GOV_REGISTRY_SERVICE_URL=http://127.0.0.1:8092 PORT=$port MANAGEMENT_SERVER_PORT=$((port + 100)) \
+    npm run -s start:gateway & pids+=($!)
 done
-echo "gateways on :8081 and :8082, config service on :8091 (gRPC :9091), Redis on :6395 — Ctrl-C to stop"
+echo "gateways on :8081 and :8082, config service on :8091 (gRPC :9091), registry on :8092 (gRPC :9092), Redis on :6395 — Ctrl-C to stop"
 wait

@@ -15,6 +15,7 @@ const ENTRIES = {
   "all-in-one": "apps/dist/main.js",
   gateway: "apps/dist/main.js",
   config: "services/config/dist/main.js",
+  registry: "services/registry/dist/main.js",
 };
 
 function newestMtime(dir) {

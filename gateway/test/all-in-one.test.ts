@@ -14,7 +14,7 @@ describe("npm start (all-in-one process)", () => {
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (out += d));
     try {
-      await expect.poll(() => out, { timeout: 20_000, interval: 100 }).toMatch(/Store: embedded/);
+      await expect.poll(() => out, { timeout: 20_000, interval: 100 }).toMatch(/Store \(config\): embedded[\s\S]*Store \(registry\): embedded/);
       const url = /listening on (http:\/\/\S+)/.exec(out)![1];
       expect(out).toMatch(/Governance platform listening on http:\/\/127\.0\.0\.1:\d+/);
       const put = await fetch(`${url}/v1/namespaces/%7Bdemo%7D/configs/app.yaml`, { method: "PUT", body: "hello" });

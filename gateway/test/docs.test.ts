@@ -1,14 +1,18 @@
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { configSettings } from "@gov/config-service";
+import { endpointSettings } from "@gov/service-kit";
 import { envName, loadSettings, readSettingsSources } from "@gov/settings";
 import { describe, expect, it } from "vitest";
+import { platform } from "../../apps/platform.js";
 import { gatewaySettings } from "../src/index.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-// Both define e.g. `port`, so keep them apart (the gateway's PORT is not the config service's port).
-const defs = [...Object.values(configSettings), ...Object.values(gatewaySettings)];
+// Every settings group a process of the product reads: the gateway's, and each module's own and endpoint settings,
+// taken from the all-in-one module list (a new service is covered by its line there). Groups stay apart: several
+// define e.g. `port` under different names.
+const groups = [gatewaySettings, ...platform.modules.flatMap((m) => [m.settings, endpointSettings(m.name, m.ports)])];
+const defs = groups.flatMap((g) => Object.values(g) as { name: string }[]);
 
 describe("the documentation cannot drift from the settings", () => {
   it("every setting the processes read has a row in the README's settings table", () => {
@@ -18,7 +22,7 @@ describe("the documentation cannot drift from the settings", () => {
 
   it("deploy/gov.example.yaml loads and states exactly the defaults", () => {
     const sources = readSettingsSources({ GOV_CONFIG: join(root, "deploy/gov.example.yaml") });
-    for (const group of [configSettings, gatewaySettings]) {
+    for (const group of groups) {
       expect(loadSettings(group, sources)).toEqual(loadSettings(group, { file: {}, env: {} }));
     }
     // every key in the file is a setting we know (a typo there would silently do nothing)

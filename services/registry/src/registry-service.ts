@@ -1,0 +1,190 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import {
+  type Instance,
+  InstanceSchema,
+  RegistryService,
+  ServiceStatSchema,
+  WatchInstancesResponseSchema,
+} from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { chooseWeighted } from "./choose-instance.js";
+import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
+import {
+  checkHost,
+  checkInstanceId,
+  checkMetadata,
+  checkPort,
+  checkSchema,
+  checkServiceId,
+  checkTtl,
+  checkWeight,
+  checkWritableServiceId,
+  instanceIdOf,
+} from "./validation.js";
+import { watchInstances } from "./watch-instances.js";
+
+export interface RegistryServiceDeps {
+  store: RegistryStore;
+  namespaceRule: NamespaceRule;
+  /** gov.registry.instance-ttl, in ms: how long an ephemeral instance lives without renewal by default. */
+  instanceTtlMs: number;
+  now?: () => number;
+  /** [0, 1); Math.random by default (tests may fix it). */
+  random?: () => number;
+}
+
+// Store records are immutable, so the message made from one can be reused by every reader of it.
+const instanceMessages = new WeakMap<InstanceRecord, Instance>();
+export function toInstance(r: InstanceRecord): Instance {
+  let msg = instanceMessages.get(r);
+  if (!msg) {
+    msg = create(InstanceSchema, {
+      instanceId: r.instanceId,
+      serviceId: r.serviceId,
+      schema: r.schema,
+      host: r.host,
+      port: r.port,
+      weight: r.weight,
+      isEphemeral: r.isEphemeral,
+      ttlAt: r.ttlAt === undefined ? undefined : timestampFromMs(r.ttlAt),
+      metadata: { ...r.metadata },
+      isExpired: false,
+    });
+    instanceMessages.set(r, msg);
+  }
+  return msg;
+}
+
+const instanceNotFound = (ns: string, serviceId: string, instanceId: string) =>
+  new ConnectError(
+    `instance "${instanceId}" of service "${serviceId}" is not registered in namespace "${ns}" (or it expired): register it again with PUT …/services/${serviceId}/instances`,
+    Code.NotFound,
+  );
+
+export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<typeof RegistryService> {
+  const { store } = deps;
+  const now = deps.now ?? Date.now;
+  const checkTarget = (ns: string, serviceId?: string, instanceId?: string) => {
+    checkNamespace(ns, deps.namespaceRule);
+    if (serviceId !== undefined) checkServiceId(serviceId);
+    if (instanceId !== undefined) checkInstanceId(serviceId!, instanceId);
+  };
+
+  return {
+    async listServices(req) {
+      checkTarget(req.namespace);
+      return { serviceIds: await store.listServices(req.namespace) };
+    },
+
+    async putService(req) {
+      checkNamespace(req.namespace, deps.namespaceRule);
+      checkWritableServiceId(req.serviceId);
+      return { created: await store.putService(req.namespace, req.serviceId) };
+    },
+
+    async deleteService(req) {
+      checkTarget(req.namespace, req.serviceId);
+      const result = await store.deleteService(req.namespace, req.serviceId, now());
+      if (result === "not_found") throw new ConnectError(`service "${req.serviceId}" does not exist in namespace "${req.namespace}"`, Code.NotFound);
+      if (result === "has_instances") {
+        throw new ConnectError(
+          `service "${req.serviceId}" still has live instances: deregister them first (DELETE …/instances/{instanceId}) or let them expire, then delete the service`,
+          Code.FailedPrecondition,
+        );
+      }
+      return { removed: true };
+    },
+
+    async listInstances(req) {
+      checkTarget(req.namespace, req.serviceId);
+      return { instances: (await store.listInstances(req.namespace, req.serviceId, now())).map(toInstance) };
+    },
+
+    async registerInstance(req) {
+      checkNamespace(req.namespace, deps.namespaceRule);
+      checkWritableServiceId(req.serviceId);
+      checkSchema(req.schema);
+      checkHost(req.host);
+      checkPort(req.port);
+      const weight = req.weight ?? 1;
+      checkWeight(weight);
+      checkMetadata(req.metadata);
+      const isEphemeral = req.isEphemeral ?? true;
+      if (req.ttl && !isEphemeral) throw new ConnectError("ttl is for ephemeral instances: a fixed instance (isEphemeral false) never expires, so leave ttl out", Code.InvalidArgument);
+      const ttlMs = isEphemeral ? (req.ttl ? checkTtl(req.ttl.seconds, req.ttl.nanos) : deps.instanceTtlMs) : 0;
+      const at = now();
+      const instanceId = instanceIdOf(req.serviceId, req.schema, req.host, req.port);
+      await store.register(
+        req.namespace,
+        {
+          instanceId,
+          serviceId: req.serviceId,
+          schema: req.schema,
+          host: req.host,
+          port: req.port,
+          weight,
+          isEphemeral,
+          ...(isEphemeral ? { ttlAt: at + ttlMs } : {}),
+          ttlMs,
+          metadata: { ...req.metadata },
+        },
+        at,
+      );
+      return { registered: true, instanceId };
+    },
+
+    async deregisterInstance(req) {
+      checkTarget(req.namespace, req.serviceId, req.instanceId);
+      if (!(await store.deregister(req.namespace, req.serviceId, req.instanceId, now()))) throw instanceNotFound(req.namespace, req.serviceId, req.instanceId);
+      return { removed: true };
+    },
+
+    async renewInstance(req) {
+      checkTarget(req.namespace, req.serviceId, req.instanceId);
+      const renewed = await store.renew(req.namespace, req.serviceId, req.instanceId, now());
+      if (!renewed) throw instanceNotFound(req.namespace, req.serviceId, req.instanceId);
+      return { renewed: true, ttlAt: renewed.ttlAt === undefined ? undefined : timestampFromMs(renewed.ttlAt) };
+    },
+
+    async setInstanceMetadata(req) {
+      checkTarget(req.namespace, req.serviceId, req.instanceId);
+      checkMetadata(req.metadata);
+      if (!(await store.setMetadata(req.namespace, req.serviceId, req.instanceId, { ...req.metadata }, now()))) {
+        throw instanceNotFound(req.namespace, req.serviceId, req.instanceId);
+      }
+      return { changed: true };
+    },
+
+    async getServiceStats(req) {
+      checkTarget(req.namespace);
+      return { stats: (await store.stats(req.namespace, now())).map((s) => create(ServiceStatSchema, s)) };
+    },
+
+    async chooseInstance(req) {
+      checkTarget(req.namespace, req.serviceId);
+      const chosen = chooseWeighted(await store.listInstances(req.namespace, req.serviceId, now()), deps.random);
+      if (!chosen) {
+        throw new ConnectError(
+          `service "${req.serviceId}" has no live instance of weight above 0 in namespace "${req.namespace}": register one (PUT …/services/${req.serviceId}/instances)`,
+          Code.NotFound,
+        );
+      }
+      return { instance: toInstance(chosen) };
+    },
+
+    async *watchInstances(req, ctx: HandlerContext) {
+      checkTarget(req.namespace, req.serviceId);
+      for await (const e of watchInstances(store, req.namespace, req.serviceId, ctx.signal, now)) {
+        yield create(WatchInstancesResponseSchema, {
+          op: e.op,
+          serviceId: req.serviceId,
+          ...("instances" in e ? { instances: e.instances.map(toInstance) } : {}),
+          ...("instance" in e ? { instanceId: e.instance.instanceId, instance: toInstance(e.instance) } : {}),
+          ...("instanceId" in e ? { instanceId: e.instanceId } : {}),
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,119 @@
+import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
+import { shouldPublishRenew } from "./registry-store.js";
+
+type Service = Map<string, InstanceRecord>;
+
+const live = (r: InstanceRecord, now: number) => r.ttlAt === undefined || r.ttlAt > now;
+const byId = (a: InstanceRecord, b: InstanceRecord) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0);
+
+/** The embedded store: same behaviour as Redis, held in this process only (for trying the product and tests). */
+export function createMemoryRegistryStore(): RegistryStore {
+  const namespaces = new Map<string, Map<string, Service>>();
+  const listeners = new Set<(change: RegistryChange) => void>();
+
+  const emit = (change: RegistryChange) => {
+    for (const l of listeners) queueMicrotask(() => l(change));
+  };
+  const servicesOf = (ns: string, create: boolean) => {
+    let services = namespaces.get(ns);
+    if (!services && create) namespaces.set(ns, (services = new Map()));
+    return services;
+  };
+  const serviceOf = (ns: string, serviceId: string) => namespaces.get(ns)?.get(serviceId);
+
+  /** Lazy cleanup, as the Redis scripts do before every write to a service. */
+  const dropExpired = (ns: string, serviceId: string, service: Service, now: number): number => {
+    let n = 0;
+    for (const [id, r] of service) {
+      if (live(r, now)) continue;
+      service.delete(id);
+      emit({ namespace: ns, serviceId, op: "expired", instanceId: id });
+      n++;
+    }
+    return n;
+  };
+  const liveInstance = (ns: string, serviceId: string, instanceId: string, now: number) => {
+    const service = serviceOf(ns, serviceId);
+    if (service) dropExpired(ns, serviceId, service, now);
+    return service?.get(instanceId);
+  };
+
+  return {
+    kind: "embedded",
+    async listServices(ns) {
+      return [...(namespaces.get(ns)?.keys() ?? [])].sort();
+    },
+    async putService(ns, serviceId) {
+      const services = servicesOf(ns, true)!;
+      if (services.has(serviceId)) return false;
+      services.set(serviceId, new Map());
+      emit({ namespace: ns, serviceId, op: "service_add" });
+      return true;
+    },
+    async deleteService(ns, serviceId, now) {
+      const service = serviceOf(ns, serviceId);
+      if (!service) return "not_found";
+      dropExpired(ns, serviceId, service, now);
+      if (service.size > 0) return "has_instances";
+      namespaces.get(ns)!.delete(serviceId);
+      emit({ namespace: ns, serviceId, op: "service_remove" });
+      return "removed";
+    },
+    async listInstances(ns, serviceId, now) {
+      return [...(serviceOf(ns, serviceId)?.values() ?? [])].filter((r) => live(r, now)).sort(byId);
+    },
+    async getInstance(ns, serviceId, instanceId, now) {
+      const r = serviceOf(ns, serviceId)?.get(instanceId);
+      return r && live(r, now) ? r : undefined;
+    },
+    async register(ns, instance, now) {
+      const services = servicesOf(ns, true)!;
+      let service = services.get(instance.serviceId);
+      if (!service) {
+        services.set(instance.serviceId, (service = new Map()));
+        emit({ namespace: ns, serviceId: instance.serviceId, op: "service_add" });
+      } else dropExpired(ns, instance.serviceId, service, now);
+      service.set(instance.instanceId, Object.freeze({ ...instance, metadata: Object.freeze({ ...instance.metadata }) }));
+      emit({ namespace: ns, serviceId: instance.serviceId, op: "register", instanceId: instance.instanceId });
+    },
+    async deregister(ns, serviceId, instanceId, now) {
+      if (!liveInstance(ns, serviceId, instanceId, now)) return false;
+      serviceOf(ns, serviceId)!.delete(instanceId);
+      emit({ namespace: ns, serviceId, op: "deregister", instanceId });
+      return true;
+    },
+    async renew(ns, serviceId, instanceId, now) {
+      const r = liveInstance(ns, serviceId, instanceId, now);
+      if (!r) return undefined;
+      if (r.ttlAt === undefined) return {};
+      const ttlAt = now + r.ttlMs;
+      serviceOf(ns, serviceId)!.set(instanceId, Object.freeze({ ...r, ttlAt }));
+      if (shouldPublishRenew(r.ttlAt, now, r.ttlMs)) emit({ namespace: ns, serviceId, op: "renew", instanceId });
+      return { ttlAt };
+    },
+    async setMetadata(ns, serviceId, instanceId, metadata, now) {
+      const r = liveInstance(ns, serviceId, instanceId, now);
+      if (!r) return false;
+      serviceOf(ns, serviceId)!.set(instanceId, Object.freeze({ ...r, metadata: Object.freeze({ ...metadata }) }));
+      emit({ namespace: ns, serviceId, op: "metadata", instanceId });
+      return true;
+    },
+    async stats(ns, now) {
+      return [...(namespaces.get(ns) ?? [])]
+        .map(([serviceId, service]) => ({ serviceId, instanceCount: [...service.values()].filter((r) => live(r, now)).length }))
+        .sort((a, b) => (a.serviceId < b.serviceId ? -1 : a.serviceId > b.serviceId ? 1 : 0));
+    },
+    async sweep(ns, now) {
+      let n = 0;
+      for (const [serviceId, service] of namespaces.get(ns) ?? []) n += dropExpired(ns, serviceId, service, now);
+      return n;
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      listeners.clear();
+    },
+  };
+}

@@ -1,0 +1,180 @@
+import { defineScript, runScript, type RedisClient } from "@gov/redis";
+import type { RegistryChange, RegistryOp } from "./registry-store.js";
+
+/**
+ * The Redis layout of the registry store and the Lua scripts that change it.
+ *
+ * Every key starts with the namespace exactly as supplied (`{dev}`, `cosky-{dev}`); its brace hash tag puts all keys
+ * of one namespace in one Cluster slot, so a script may touch several of them. Scripts receive all keys in KEYS and
+ * build none themselves.
+ *
+ * One service's instances live in three keys, so that listing a service is one round trip whatever its size and a
+ * metadata change rewrites only the metadata: `itc` (instance id → the record's JSON, without metadata or expiry),
+ * `meta` (instance id → metadata JSON) and `ttl` (a sorted set: ephemeral instance id → ttlAt in epoch ms). An instance
+ * is live while it is in `itc` and, if ephemeral, its `ttl` score is above now; fixed instances have no `ttl` entry.
+ * Expired entries are removed by the next write to their service (each script starts with `dropExpired`) and by the
+ * sweep, which also publish their "expired" events.
+ */
+
+/** The four keys of one service, in the order the scripts expect them in KEYS. */
+export function serviceKeys(namespace: string, serviceId: string): Keys {
+  return [
+    `${namespace}:svc_idx`, // set of service ids
+    `${namespace}:svc_itc:${serviceId}`, // hash: instance id → record JSON
+    `${namespace}:svc_meta:${serviceId}`, // hash: instance id → metadata JSON
+    `${namespace}:svc_ttl:${serviceId}`, // zset: ephemeral instance id → ttlAt (epoch ms)
+  ];
+}
+
+const EVENT_SUFFIX = ":reg_evt";
+/** Channel of a namespace's registry events; message JSON `{serviceId, op, instanceId?}`. */
+export const eventChannel = (namespace: string) => `${namespace}${EVENT_SUFFIX}`;
+/** One PSUBSCRIBE pattern sees every namespace (classic Pub/Sub is broadcast to all Cluster nodes). */
+export const EVENT_PATTERN = `*${EVENT_SUFFIX}`;
+
+const OPS = new Set<RegistryOp>(["register", "renew", "deregister", "expired", "metadata", "service_add", "service_remove"]);
+
+/** The change a script published (namespace from the channel), or undefined for a message that is not ours. */
+export function parseRegistryEvent(channel: string, message: string): RegistryChange | undefined {
+  if (!channel.endsWith(EVENT_SUFFIX)) return undefined;
+  try {
+    const m = JSON.parse(message) as { serviceId?: unknown; op?: unknown; instanceId?: unknown };
+    if (typeof m.serviceId !== "string" || !OPS.has(m.op as RegistryOp)) return undefined;
+    const change: RegistryChange = { namespace: channel.slice(0, -EVENT_SUFFIX.length), serviceId: m.serviceId, op: m.op as RegistryOp };
+    if (typeof m.instanceId === "string") change.instanceId = m.instanceId;
+    return change;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl; every script's ARGV[1] is the service id. */
+const PRELUDE = `
+local idxKey, itcKey, metaKey, ttlKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local serviceId = ARGV[1]
+
+local function publish(channel, op, instanceId)
+  redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = op, instanceId = instanceId }))
+end
+
+-- Removes the service's instances that expired by now (in chunks, so one call stays short) and announces each.
+local function dropExpired(now, channel)
+  local dropped = 0
+  while true do
+    local gone = redis.call('ZRANGEBYSCORE', ttlKey, '-inf', now, 'LIMIT', 0, 500)
+    if #gone == 0 then return dropped end
+    redis.call('ZREM', ttlKey, unpack(gone))
+    redis.call('HDEL', itcKey, unpack(gone))
+    redis.call('HDEL', metaKey, unpack(gone))
+    for _, id in ipairs(gone) do publish(channel, 'expired', id) end
+    dropped = dropped + #gone
+  end
+end
+`;
+
+/** ARGV: serviceId, instanceId, recordJson, metadataJson, ttlAt ('' = fixed), now, channel → 1 */
+const REGISTER_LUA = `${PRELUDE}
+local id, channel = ARGV[2], ARGV[7]
+dropExpired(ARGV[6], channel)
+if redis.call('SADD', idxKey, serviceId) == 1 then publish(channel, 'service_add') end
+redis.call('HSET', itcKey, id, ARGV[3])
+redis.call('HSET', metaKey, id, ARGV[4])
+-- A fixed instance has no expiry: re-registering an ephemeral one as fixed removes it.
+if ARGV[5] == '' then redis.call('ZREM', ttlKey, id) else redis.call('ZADD', ttlKey, ARGV[5], id) end
+publish(channel, 'register', id)
+return 1
+`;
+
+/** ARGV: serviceId, instanceId, now, channel → 1 removed | 0 unknown or expired */
+const DEREGISTER_LUA = `${PRELUDE}
+local id, channel = ARGV[2], ARGV[4]
+dropExpired(ARGV[3], channel)
+if redis.call('HDEL', itcKey, id) == 0 then return 0 end
+redis.call('HDEL', metaKey, id)
+redis.call('ZREM', ttlKey, id)
+publish(channel, 'deregister', id)
+return 1
+`;
+
+/**
+ * ARGV: serviceId, instanceId, now, channel → the new ttlAt | -1 for a fixed instance | false when unknown or expired.
+ * The ttl to extend by is the record's ttlMs (the JSON is written by the JS side, ttlMs first, as a plain integer).
+ * The renewal is published only when less than half the ttl was left (see shouldPublishRenew).
+ */
+const RENEW_LUA = `${PRELUDE}
+local id, now, channel = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+dropExpired(ARGV[3], channel)
+local record = redis.call('HGET', itcKey, id)
+if not record then return false end
+local old = redis.call('ZSCORE', ttlKey, id)
+if not old then return -1 end
+local ttlMs = tonumber(string.match(record, '^{"ttlMs":(%d+)'))
+local ttlAt = now + ttlMs
+redis.call('ZADD', ttlKey, ttlAt, id)
+if tonumber(old) - now < ttlMs / 2 then publish(channel, 'renew', id) end
+return ttlAt
+`;
+
+/** ARGV: serviceId, instanceId, metadataJson, now, channel → 1 | 0 when unknown or expired */
+const SET_METADATA_LUA = `${PRELUDE}
+local id, channel = ARGV[2], ARGV[5]
+dropExpired(ARGV[4], channel)
+if redis.call('HEXISTS', itcKey, id) == 0 then return 0 end
+redis.call('HSET', metaKey, id, ARGV[3])
+publish(channel, 'metadata', id)
+return 1
+`;
+
+/** ARGV: serviceId, now, channel → 1 removed | 0 unknown | 2 has live instances */
+const DELETE_SERVICE_LUA = `${PRELUDE}
+local channel = ARGV[3]
+if redis.call('SISMEMBER', idxKey, serviceId) == 0 then return 0 end
+dropExpired(ARGV[2], channel)
+if redis.call('HLEN', itcKey) > 0 then return 2 end
+redis.call('SREM', idxKey, serviceId)
+redis.call('DEL', itcKey, metaKey, ttlKey)
+publish(channel, 'service_remove')
+return 1
+`;
+
+/** ARGV: serviceId, channel → 1 created | 0 existed */
+const PUT_SERVICE_LUA = `${PRELUDE}
+if redis.call('SADD', idxKey, serviceId) == 0 then return 0 end
+publish(ARGV[2], 'service_add')
+return 1
+`;
+
+/** ARGV: serviceId, now, channel → how many expired instances were dropped */
+const SWEEP_LUA = `${PRELUDE}
+return dropExpired(ARGV[2], ARGV[3])
+`;
+
+type Keys = [idx: string, itc: string, meta: string, ttl: string];
+const KEY_COUNT = 4;
+
+const REGISTER = defineScript("gov-registry-register", KEY_COUNT, REGISTER_LUA);
+const DEREGISTER = defineScript("gov-registry-deregister", KEY_COUNT, DEREGISTER_LUA);
+const RENEW = defineScript("gov-registry-renew", KEY_COUNT, RENEW_LUA);
+const SET_METADATA = defineScript("gov-registry-set-metadata", KEY_COUNT, SET_METADATA_LUA);
+const DELETE_SERVICE = defineScript("gov-registry-delete-service", KEY_COUNT, DELETE_SERVICE_LUA);
+const PUT_SERVICE = defineScript("gov-registry-put-service", KEY_COUNT, PUT_SERVICE_LUA);
+const SWEEP = defineScript("gov-registry-sweep", KEY_COUNT, SWEEP_LUA);
+
+/** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
+export function registryScripts(client: RedisClient) {
+  const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
+  return {
+    register: (keys: Keys, serviceId: string, instanceId: string, record: string, metadata: string, ttlAt: number | undefined, now: number, channel: string) =>
+      run(REGISTER, keys, [serviceId, instanceId, record, metadata, ttlAt === undefined ? "" : ttlAt, now, channel]),
+    deregister: (keys: Keys, serviceId: string, instanceId: string, now: number, channel: string) =>
+      run(DEREGISTER, keys, [serviceId, instanceId, now, channel]) as Promise<number>,
+    renew: (keys: Keys, serviceId: string, instanceId: string, now: number, channel: string) =>
+      run(RENEW, keys, [serviceId, instanceId, now, channel]) as Promise<number | null>,
+    setMetadata: (keys: Keys, serviceId: string, instanceId: string, metadata: string, now: number, channel: string) =>
+      run(SET_METADATA, keys, [serviceId, instanceId, metadata, now, channel]) as Promise<number>,
+    deleteService: (keys: Keys, serviceId: string, now: number, channel: string) =>
+      run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
+    putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
+    sweep: (keys: Keys, serviceId: string, now: number, channel: string) => run(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
+  };
+}

@@ -1,0 +1,174 @@
+import type { EventEmitter } from "node:events";
+import { Cluster } from "ioredis";
+import { createSubscriberHub, quitQuietly, redisCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
+import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
+import { EVENT_PATTERN, eventChannel, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
+
+export interface RedisRegistryStoreOptions {
+  /** "redis" or "redis-cluster"; detected from the client when omitted. */
+  kind?: string;
+  /** How long creation waits for the change subscription (default 5000 ms). */
+  subscribeTimeoutMs?: number;
+  /**
+   * The process's shared Pub/Sub connection (see `@gov/redis` createSubscriberHub). When given, the store neither
+   * opens a subscriber connection of its own nor quits `client` on close: both belong to the process.
+   */
+  hub?: SubscriberHub;
+}
+
+/** The record as stored in the service's `itc` hash: ttlMs first, where the renew script reads it. */
+const recordJson = (r: InstanceRecord) =>
+  JSON.stringify({ ttlMs: r.ttlMs, instanceId: r.instanceId, serviceId: r.serviceId, schema: r.schema, host: r.host, port: r.port, weight: r.weight, isEphemeral: r.isEphemeral });
+
+type StoredRecord = Omit<InstanceRecord, "metadata" | "ttlAt">;
+
+/** The live record from its three parts, or undefined when it is missing or expired at `now`. */
+function toRecord(json: string | null | undefined, metadata: string | null | undefined, score: string | null | undefined, now: number): InstanceRecord | undefined {
+  if (!json) return undefined;
+  const r = JSON.parse(json) as StoredRecord;
+  let ttlAt: number | undefined;
+  if (r.isEphemeral) {
+    if (score === null || score === undefined) return undefined; // expired and half cleaned: not live
+    ttlAt = Number(score);
+    if (ttlAt <= now) return undefined;
+  }
+  return { ...r, ...(ttlAt === undefined ? {} : { ttlAt }), metadata: metadata ? (JSON.parse(metadata) as Record<string, string>) : {} };
+}
+
+const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
+
+/**
+ * The registry store on Redis (standalone or Cluster). Without `options.hub` it OWNS `client`: `close()` quits it,
+ * together with the connection it opens with `client.duplicate()` for the change subscription.
+ */
+export async function createRedisRegistryStore(client: RedisClient, options: RedisRegistryStoreOptions = {}): Promise<RegistryStore> {
+  const scripts = registryScripts(client);
+  const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
+  const listeners = new Set<(change: RegistryChange) => void>();
+  const resyncs = new Set<() => void>();
+  let everLive = false;
+  let closed = false;
+  /** Connection failures become StoreUnavailableError (→ unavailable), the same way for every store. */
+  const call = redisCaller(client);
+
+  const hub = options.hub ?? createSubscriberHub(client);
+  const subscription = hub.subscribe(EVENT_PATTERN, {
+    message(channel, message) {
+      const change = parseRegistryEvent(channel, message);
+      if (change) for (const l of listeners) queueMicrotask(() => l(change));
+    },
+    // Back after a loss: Pub/Sub does not replay what was missed, so followers (watches) re-read — once the command
+    // connection is back too, or their re-read would fail.
+    live() {
+      if (everLive) {
+        const announce = () => resyncs.forEach((r) => queueMicrotask(r));
+        if (client.status === "ready") announce();
+        else (client as EventEmitter).once("ready", announce);
+      }
+      everLive = true;
+    },
+    lost() {},
+  });
+  await Promise.race([subscription.firstLive, sleep(options.subscribeTimeoutMs ?? 5000)]);
+
+  /** One MULTI over keys of one slot (so also on a Cluster); any failed reply fails the read. */
+  const multi = async (build: (m: ReturnType<RedisClient["multi"]>) => unknown): Promise<unknown[]> => {
+    const m = client.multi();
+    build(m);
+    const replies = (await call(() => m.exec())) as [Error | null, unknown][] | null;
+    if (!replies) throw new Error("the read transaction was aborted");
+    return replies.map(([err, value]) => {
+      if (err) throw err;
+      return value;
+    });
+  };
+
+  const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
+
+  return {
+    kind,
+    listServices,
+    async putService(ns, serviceId) {
+      return (await call(() => scripts.putService(serviceKeys(ns, serviceId), serviceId, eventChannel(ns)))) === 1;
+    },
+    async deleteService(ns, serviceId, now) {
+      const result = await call(() => scripts.deleteService(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
+      return result === 1 ? "removed" : result === 2 ? "has_instances" : "not_found";
+    },
+    async listInstances(ns, serviceId, now) {
+      const [, itc, meta, ttl] = serviceKeys(ns, serviceId);
+      const [records, metadata, scores] = (await multi((m) => m.hgetall(itc).hgetall(meta).zrange(ttl, "0", "-1", "WITHSCORES"))) as [
+        Record<string, string>,
+        Record<string, string>,
+        string[],
+      ];
+      const ttlAt = new Map<string, string>();
+      for (let i = 0; i < scores.length; i += 2) ttlAt.set(scores[i], scores[i + 1]);
+      const live: InstanceRecord[] = [];
+      for (const [id, json] of Object.entries(records)) {
+        const r = toRecord(json, metadata[id], ttlAt.get(id), now);
+        if (r) live.push(r);
+      }
+      return live.sort(byString((r) => r.instanceId));
+    },
+    async getInstance(ns, serviceId, instanceId, now) {
+      const [, itc, meta, ttl] = serviceKeys(ns, serviceId);
+      const [json, metadata, score] = (await multi((m) => m.hget(itc, instanceId).hget(meta, instanceId).zscore(ttl, instanceId))) as (string | null)[];
+      return toRecord(json, metadata, score, now);
+    },
+    async register(ns, r, now) {
+      const keys = serviceKeys(ns, r.serviceId);
+      await call(() => scripts.register(keys, r.serviceId, r.instanceId, recordJson(r), JSON.stringify(r.metadata), r.ttlAt, now, eventChannel(ns)));
+    },
+    async deregister(ns, serviceId, instanceId, now) {
+      return (await call(() => scripts.deregister(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)))) === 1;
+    },
+    async renew(ns, serviceId, instanceId, now) {
+      const ttlAt = await call(() => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
+      if (ttlAt === null) return undefined;
+      return ttlAt < 0 ? {} : { ttlAt: Number(ttlAt) };
+    },
+    async setMetadata(ns, serviceId, instanceId, metadata, now) {
+      const keys = serviceKeys(ns, serviceId);
+      return (await call(() => scripts.setMetadata(keys, serviceId, instanceId, JSON.stringify(metadata), now, eventChannel(ns)))) === 1;
+    },
+    async stats(ns, now) {
+      const ids = await listServices(ns);
+      if (ids.length === 0) return [];
+      // Live = all records minus those whose expiry has passed (fixed instances have none): two counts per service,
+      // in one MULTI (every key shares the namespace's slot).
+      const counts = (await multi((m) => {
+        for (const id of ids) {
+          const [, itc, , ttl] = serviceKeys(ns, id);
+          m.hlen(itc).zcount(ttl, "-inf", String(now));
+        }
+      })) as number[];
+      return ids.map((serviceId, i) => ({ serviceId, instanceCount: counts[2 * i] - counts[2 * i + 1] }));
+    },
+    async sweep(ns, now) {
+      let dropped = 0;
+      for (const serviceId of await listServices(ns)) {
+        dropped += await call(() => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
+      }
+      return dropped;
+    },
+    subscribe(listener, onResync) {
+      listeners.add(listener);
+      if (onResync) resyncs.add(onResync);
+      return () => {
+        listeners.delete(listener);
+        if (onResync) resyncs.delete(onResync);
+      };
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      subscription.stop();
+      listeners.clear();
+      resyncs.clear();
+      if (!options.hub) await Promise.all([hub.close(), quitQuietly(client)]);
+    },
+  };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());

@@ -1,0 +1,90 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRegistryGateway, ns, registryClients, seg, storeTargets, type RegistryGateway } from "./harness.js";
+
+for (const target of storeTargets()) {
+  describe.skipIf(target.skip)(`registry over Connect, gRPC-Web and gRPC on the ${target.name} store`, () => {
+    let gw: RegistryGateway;
+    let urls: { url: string; grpcUrl: string };
+    beforeAll(async () => {
+      gw = await createRegistryGateway(await target.open());
+      urls = await gw.listen();
+    });
+    afterAll(async () => gw?.close());
+
+    it("every RPC, on every protocol", async () => {
+      for (const { name, client } of registryClients(urls)) {
+        const n = ns(name.replace(/\W/g, ""));
+        expect(await client.putService({ namespace: n, serviceId: "pay" }), name).toMatchObject({ created: true });
+        const reg = await client.registerInstance({ namespace: n, serviceId: "order", schema: "http", host: "10.0.0.1", port: 8080, metadata: { zone: "a" }, ttl: { seconds: 30n, nanos: 0 } });
+        expect(reg).toMatchObject({ registered: true, instanceId: "order@http#10.0.0.1#8080" });
+        expect((await client.listServices({ namespace: n })).serviceIds).toEqual(["order", "pay"]);
+        const { instances } = await client.listInstances({ namespace: n, serviceId: "order" });
+        expect(instances).toHaveLength(1);
+        expect(instances[0]).toMatchObject({ instanceId: reg.instanceId, port: 8080, weight: 1, isEphemeral: true, metadata: { zone: "a" }, isExpired: false });
+        const renewed = await client.renewInstance({ namespace: n, serviceId: "order", instanceId: reg.instanceId });
+        expect(renewed.renewed).toBe(true);
+        expect(Number(renewed.ttlAt!.seconds) * 1000 - Date.now()).toBeGreaterThan(25_000);
+        expect(await client.setInstanceMetadata({ namespace: n, serviceId: "order", instanceId: reg.instanceId, metadata: { zone: "b" } })).toMatchObject({ changed: true });
+        expect((await client.chooseInstance({ namespace: n, serviceId: "order" })).instance?.metadata).toEqual({ zone: "b" });
+        expect((await client.getServiceStats({ namespace: n })).stats.map((s) => [s.serviceId, s.instanceCount])).toEqual([["order", 1], ["pay", 0]]);
+        const refused = await client.deleteService({ namespace: n, serviceId: "order" }).catch((e: unknown) => ConnectError.from(e));
+        expect((refused as ConnectError).code).toBe(Code.FailedPrecondition);
+        expect(await client.deregisterInstance({ namespace: n, serviceId: "order", instanceId: reg.instanceId })).toMatchObject({ removed: true });
+        expect(await client.deleteService({ namespace: n, serviceId: "order" })).toMatchObject({ removed: true });
+        const bad = await client.registerInstance({ namespace: n, serviceId: "x", schema: "http", host: "h", port: 70000 }).catch((e: unknown) => ConnectError.from(e));
+        expect([(bad as ConnectError).code, (bad as ConnectError).rawMessage]).toEqual([Code.InvalidArgument, expect.stringContaining("1 to 65535")]);
+        const missing = await client.renewInstance({ namespace: n, serviceId: "x", instanceId: "x@http#h#1" }).catch((e: unknown) => ConnectError.from(e));
+        expect((missing as ConnectError).code).toBe(Code.NotFound);
+      }
+    });
+
+    it("a Connect watch and a REST (SSE) watch deliver register, metadata, deregister and expiry within 1 s", async () => {
+      const n = ns("watch");
+      const [{ client }] = registryClients(urls);
+      await client.registerInstance({ namespace: n, serviceId: "w", schema: "http", host: "fixed", port: 1, isEphemeral: false });
+      const stop = new AbortController();
+      const rpcOps: string[] = [];
+      const rpc = (async () => {
+        for await (const m of client.watchInstances({ namespace: n, serviceId: "w" }, { signal: stop.signal })) {
+          rpcOps.push(m.instances.length || m.op === "current" ? `${m.op}:${m.instances.length}` : `${m.op}:${m.instanceId}`);
+        }
+      })().catch(() => undefined);
+      const sse = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/services/w/instances/watch`, { signal: stop.signal });
+      expect([sse.status, sse.headers.get("content-type")]).toEqual([200, expect.stringMatching(/^text\/event-stream/)]);
+      const sseOps: string[] = [];
+      const reader = sse.body!.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      const sseRead = (async () => {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          buffer += decoder.decode(value, { stream: true });
+          for (let i = buffer.indexOf("\n\n"); i >= 0; i = buffer.indexOf("\n\n")) {
+            const data = /^data: (.*)$/m.exec(buffer.slice(0, i))?.[1];
+            buffer = buffer.slice(i + 2);
+            if (!data) continue;
+            const m = JSON.parse(data) as { op: string; instanceId: string; instances: unknown[] };
+            sseOps.push(m.op === "current" || m.op === "resync" ? `${m.op}:${m.instances.length}` : `${m.op}:${m.instanceId}`);
+          }
+        }
+      })().catch(() => undefined);
+      try {
+        await expect.poll(() => [rpcOps, sseOps], { timeout: 2000 }).toEqual([["current:1"], ["current:1"]]);
+        const started = Date.now();
+        const reg = await client.registerInstance({ namespace: n, serviceId: "w", schema: "http", host: "eph", port: 2, ttl: { seconds: 1n, nanos: 0 } });
+        await client.setInstanceMetadata({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1", metadata: { a: "1" } });
+        await client.deregisterInstance({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1" });
+        const expected = ["current:1", `register:${reg.instanceId}`, "metadata:w@http#fixed#1", "deregister:w@http#fixed#1"];
+        await expect.poll(() => [rpcOps, sseOps], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);
+        // expiry: nobody writes, the watch notices the ttl passing
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 2500, interval: 10 }).toEqual([`expired:${reg.instanceId}`, `expired:${reg.instanceId}`]);
+        expect(Date.now() - started).toBeLessThan(1000 + 1000);
+      } finally {
+        stop.abort();
+        await Promise.all([rpc, sseRead]);
+      }
+    });
+  });
+}

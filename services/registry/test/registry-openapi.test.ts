@@ -1,0 +1,83 @@
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { createConfigModule, createMemoryConfigStore } from "@gov/config-service";
+import { restGateway, restRoutesOf } from "@gov/gateway";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRegistryModule } from "../src/module.js";
+import { registrySettings } from "../src/settings.js";
+import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
+import { testSources } from "./harness.js";
+
+// The seed's service endpoints, exactly (method, path), plus renew and the watch.
+const SEED = [
+  ["GET", "/v1/namespaces/{namespace}/services"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}"],
+  ["DELETE", "/v1/namespaces/{namespace}/services/{service_id}"],
+  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/instances"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances"],
+  ["DELETE", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/metadata"],
+  ["GET", "/v1/namespaces/{namespace}/services/stats"],
+  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/lb"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/renew"],
+  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/instances/watch"],
+];
+
+type Schema = Record<string, unknown>;
+type Operation = { operationId: string; summary: string; parameters: { name: string; description?: string }[]; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
+type Doc = { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, { required?: string[]; properties: Record<string, Schema> }> } };
+
+describe("the registry's REST surface derives from the proto, in the all-in-one process's OpenAPI document", () => {
+  let proc: BuiltProcess;
+  let doc: Doc;
+  beforeAll(async () => {
+    proc = await buildProcess({
+      name: "test-openapi",
+      modules: [createConfigModule({ store: createMemoryConfigStore({ maxVersions: 10 }) }), createRegistryModule({ store: createMemoryRegistryStore() })],
+      gateway: restGateway,
+      sources: testSources(),
+      logger: createLogger("test", "silent"),
+    });
+    const r = await proc.http.inject({ method: "GET", url: "/openapi.json" });
+    expect(r.statusCode).toBe(200);
+    doc = r.json();
+  });
+  afterAll(async () => proc?.shutdown());
+
+  it("every seed service endpoint is an annotated RPC; reads (and only reads) are NO_SIDE_EFFECTS", () => {
+    const routes = restRoutesOf([RegistryService]);
+    expect(routes.map((r) => [r.httpMethod, r.template]).sort()).toEqual([...SEED].sort());
+    for (const r of routes) expect([r.method.name, r.readOnly]).toEqual([r.method.name, r.httpMethod === "GET"]);
+  });
+
+  it("is a valid OpenAPI 3.1 document with every registry route, documented from the proto comments", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(structuredClone(doc) as never);
+    expect(result.errors ?? []).toEqual([]);
+    for (const [method, path] of SEED) {
+      const op = doc.paths[path]?.[method.toLowerCase()];
+      expect(op, `${method} ${path}`).toBeDefined();
+      expect(op.summary, op.operationId).not.toBe(op.operationId.split("_")[1]);
+      expect(op.parameters.find((p) => p.name === "namespace")?.description, op.operationId).toMatch(/hash tag.*\{dev\}/s);
+    }
+    const json = (path: string, method: string) => doc.paths[path][method].responses["200"].content!["application/json"].schema;
+    expect(json("/v1/namespaces/{namespace}/services", "get")).toEqual({ type: "array", items: { type: "string" } });
+    expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances", "put")).toEqual({ type: "boolean" });
+    expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}", "delete")).toEqual({ type: "boolean" });
+    expect(json("/v1/namespaces/{namespace}/services/{service_id}/lb", "get")).toEqual({ $ref: "#/components/schemas/Instance" });
+    expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(
+      ["instanceId", "serviceId", "schema", "host", "port", "weight", "isEphemeral", "ttlAt", "metadata", "isExpired"],
+    );
+    const instanceId = doc.paths["/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}"].delete.parameters.find((p) => p.name === "instance_id");
+    expect(instanceId?.description).toContain("%23");
+  });
+
+  it("every registry setting has a row in the README's settings table", () => {
+    const readme = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "../../../README.md"), "utf8");
+    for (const def of Object.values(registrySettings)) expect(readme, def.name).toContain(`| \`${def.name}\``);
+  });
+});

@@ -1,0 +1,310 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { InstanceRecord, RegistryChange, RegistryStore } from "../src/store/registry-store.js";
+import { watchInstances, type InstanceWatchEvent } from "../src/watch-instances.js";
+
+let seq = 0;
+/** A fresh namespace per test so suites sharing one Redis never see each other's data. */
+export const freshNamespace = (label = "r") => `${label}-{r${process.pid}x${Date.now().toString(36)}x${seq++}}`;
+
+const T0 = 1_700_000_000_000;
+
+/** An ephemeral instance record (ttlAt = now + ttlMs), or a fixed one with `ttlMs: 0`. */
+export function instance(serviceId: string, host: string, port: number, over: Partial<InstanceRecord> = {}, now = T0): InstanceRecord {
+  const ttlMs = over.ttlMs ?? 60_000;
+  const isEphemeral = over.isEphemeral ?? ttlMs > 0;
+  return {
+    instanceId: `${serviceId}@http#${host}#${port}`,
+    serviceId,
+    schema: "http",
+    host,
+    port,
+    weight: 1,
+    isEphemeral,
+    ...(isEphemeral ? { ttlAt: now + ttlMs } : {}),
+    ttlMs: isEphemeral ? ttlMs : 0,
+    metadata: {},
+    ...over,
+  };
+}
+
+/** Collects a watch's events; `until` waits for a condition on them. */
+function collect(store: RegistryStore, ns: string, serviceId: string) {
+  const stop = new AbortController();
+  const events: InstanceWatchEvent[] = [];
+  const done = (async () => {
+    for await (const e of watchInstances(store, ns, serviceId, stop.signal)) events.push(e);
+  })();
+  return {
+    events,
+    ops: () => events.map((e) => ("instances" in e ? `${e.op}:${e.instances.length}` : `${e.op}:${"instance" in e ? e.instance.instanceId : e.instanceId}`)),
+    async close() {
+      stop.abort();
+      await done;
+    },
+  };
+}
+
+/**
+ * The behaviour every RegistryStore adapter must show. Stores opened twice must share data (two processes on one
+ * Redis; the embedded store returns the same instance).
+ */
+export function describeRegistryStoreContract(name: string, open: () => Promise<RegistryStore>, skip = "") {
+  describe.skipIf(skip)(`RegistryStore contract: ${name}`, () => {
+    let store: RegistryStore;
+    beforeAll(async () => {
+      store = await open();
+    });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    it("put service: created once, then false; services list sorted; register creates its service", async () => {
+      const ns = freshNamespace();
+      expect(await store.listServices(ns)).toEqual([]);
+      expect(await store.putService(ns, "payment")).toBe(true);
+      expect(await store.putService(ns, "payment")).toBe(false);
+      await store.register(ns, instance("order", "10.0.0.1", 8080), T0);
+      expect(await store.listServices(ns)).toEqual(["order", "payment"]);
+      expect(await store.listInstances(ns, "payment", T0)).toEqual([]);
+      expect(await store.listInstances(ns, "unknown", T0)).toEqual([]);
+    });
+
+    it("register stores the record exactly; instances are listed sorted by id; get reads one", async () => {
+      const ns = freshNamespace();
+      const b = instance("order", "10.0.0.2", 8080, { weight: 5, metadata: { zone: "b", "é": "日本" }, ttlMs: 30_000 });
+      const a = instance("order", "10.0.0.1", 9090, { ttlMs: 0, schema: "grpc", instanceId: "order@grpc#10.0.0.1#9090" });
+      await store.register(ns, b, T0);
+      await store.register(ns, a, T0);
+      expect(await store.listInstances(ns, "order", T0)).toEqual([a, b]);
+      expect(await store.getInstance(ns, "order", b.instanceId, T0)).toEqual(b);
+      expect(await store.getInstance(ns, "order", "order@http#nope#1", T0)).toBeUndefined();
+      expect(a.ttlAt).toBeUndefined();
+      expect(b.ttlAt).toBe(T0 + 30_000);
+    });
+
+    it("re-register replaces the record and metadata, and switches ephemeral ↔ fixed", async () => {
+      const ns = freshNamespace();
+      const eph = instance("svc", "h", 1, { metadata: { a: "1", b: "2" }, ttlMs: 1000 });
+      await store.register(ns, eph, T0);
+      const fixed = instance("svc", "h", 1, { ttlMs: 0, metadata: { c: "3" }, weight: 7 });
+      await store.register(ns, fixed, T0 + 500);
+      // long after the old ttl: a fixed instance never expires
+      expect(await store.listInstances(ns, "svc", T0 + 10 ** 9)).toEqual([fixed]);
+      expect(await store.stats(ns, T0 + 10 ** 9)).toEqual([{ serviceId: "svc", instanceCount: 1 }]);
+      const eph2 = instance("svc", "h", 1, { ttlMs: 2000 }, T0 + 600);
+      await store.register(ns, eph2, T0 + 600);
+      expect(await store.getInstance(ns, "svc", eph2.instanceId, T0 + 2599)).toEqual(eph2);
+      expect(await store.getInstance(ns, "svc", eph2.instanceId, T0 + 2600)).toBeUndefined();
+    });
+
+    it("expired instances never appear in any read, and every write treats them as gone", async () => {
+      const ns = freshNamespace();
+      const r = instance("svc", "h", 1, { ttlMs: 1000 });
+      await store.register(ns, r, T0);
+      const at = T0 + 1000; // ttlAt itself is expired
+      expect(await store.listInstances(ns, "svc", at - 1)).toEqual([r]);
+      expect(await store.listInstances(ns, "svc", at)).toEqual([]);
+      expect(await store.getInstance(ns, "svc", r.instanceId, at)).toBeUndefined();
+      expect(await store.stats(ns, at)).toEqual([{ serviceId: "svc", instanceCount: 0 }]);
+      expect(await store.renew(ns, "svc", r.instanceId, at)).toBeUndefined();
+      expect(await store.setMetadata(ns, "svc", r.instanceId, { a: "b" }, at)).toBe(false);
+      expect(await store.deregister(ns, "svc", r.instanceId, at)).toBe(false);
+      // cleaned, not merely hidden: at an earlier time it is gone too
+      expect(await store.listInstances(ns, "svc", T0)).toEqual([]);
+    });
+
+    it("renew extends by the instance's ttl; unknown → undefined; fixed → no expiry", async () => {
+      const ns = freshNamespace();
+      const r = instance("svc", "h", 1, { ttlMs: 1000 });
+      await store.register(ns, r, T0);
+      expect(await store.renew(ns, "svc", r.instanceId, T0 + 900)).toEqual({ ttlAt: T0 + 1900 });
+      expect(await store.getInstance(ns, "svc", r.instanceId, T0 + 1899)).toMatchObject({ ttlAt: T0 + 1900 });
+      expect(await store.renew(ns, "svc", "svc@http#x#1", T0)).toBeUndefined();
+      const f = instance("svc", "f", 2, { ttlMs: 0 });
+      await store.register(ns, f, T0);
+      expect(await store.renew(ns, "svc", f.instanceId, T0)).toEqual({});
+      expect(await store.getInstance(ns, "svc", f.instanceId, T0 + 10 ** 9)).toEqual(f);
+    });
+
+    it("set metadata replaces the whole map; {} clears it; unknown → false", async () => {
+      const ns = freshNamespace();
+      const r = instance("svc", "h", 1, { metadata: { a: "1", b: "2" } });
+      await store.register(ns, r, T0);
+      expect(await store.setMetadata(ns, "svc", r.instanceId, { c: "3" }, T0)).toBe(true);
+      expect((await store.getInstance(ns, "svc", r.instanceId, T0))?.metadata).toEqual({ c: "3" });
+      expect(await store.setMetadata(ns, "svc", r.instanceId, {}, T0)).toBe(true);
+      expect((await store.getInstance(ns, "svc", r.instanceId, T0))?.metadata).toEqual({});
+      expect((await store.getInstance(ns, "svc", r.instanceId, T0))?.ttlAt).toBe(r.ttlAt);
+      expect(await store.setMetadata(ns, "svc", "svc@http#x#1", { a: "b" }, T0)).toBe(false);
+    });
+
+    it("deregister removes the instance; a second time → false", async () => {
+      const ns = freshNamespace();
+      const r = instance("svc", "h", 1);
+      await store.register(ns, r, T0);
+      expect(await store.deregister(ns, "svc", r.instanceId, T0)).toBe(true);
+      expect(await store.deregister(ns, "svc", r.instanceId, T0)).toBe(false);
+      expect(await store.listInstances(ns, "svc", T0)).toEqual([]);
+      expect(await store.listServices(ns)).toEqual(["svc"]); // the service stays
+    });
+
+    it("delete service: unknown → not_found; refused while live instances remain; allowed once they expired", async () => {
+      const ns = freshNamespace();
+      expect(await store.deleteService(ns, "svc", T0)).toBe("not_found");
+      await store.register(ns, instance("svc", "h", 1, { ttlMs: 1000 }), T0);
+      expect(await store.deleteService(ns, "svc", T0 + 999)).toBe("has_instances");
+      expect(await store.listServices(ns)).toEqual(["svc"]);
+      expect(await store.deleteService(ns, "svc", T0 + 1000)).toBe("removed");
+      expect(await store.listServices(ns)).toEqual([]);
+      expect(await store.listInstances(ns, "svc", T0)).toEqual([]); // leftovers are gone with it
+      await store.register(ns, instance("fixed", "h", 1, { ttlMs: 0 }), T0);
+      expect(await store.deleteService(ns, "fixed", T0 + 10 ** 9)).toBe("has_instances");
+    });
+
+    it("stats count the live instances of every service, sorted", async () => {
+      const ns = freshNamespace();
+      await store.putService(ns, "empty");
+      await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
+      await store.register(ns, instance("b", "h", 2, { ttlMs: 0 }), T0);
+      await store.register(ns, instance("a", "h", 1, { ttlMs: 5000 }), T0);
+      expect(await store.stats(ns, T0)).toEqual([
+        { serviceId: "a", instanceCount: 1 },
+        { serviceId: "b", instanceCount: 2 },
+        { serviceId: "empty", instanceCount: 0 },
+      ]);
+      expect((await store.stats(ns, T0 + 1000)).map((s) => s.instanceCount)).toEqual([1, 1, 0]);
+    });
+
+    it("sweep drops every expired instance of the namespace, announcing each", async () => {
+      const ns = freshNamespace();
+      const other = await open();
+      const seen: RegistryChange[] = [];
+      const unsubscribe = other.subscribe((c) => c.namespace === ns && c.op === "expired" && seen.push(c));
+      try {
+        await new Promise((r) => setTimeout(r, 100)); // let a Redis subscription settle
+        await store.register(ns, instance("a", "h", 1, { ttlMs: 1000 }), T0);
+        await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
+        await store.register(ns, instance("b", "h", 2, { ttlMs: 5000 }), T0);
+        expect(await store.sweep(ns, T0 + 1000)).toBe(2);
+        expect(await store.sweep(ns, T0 + 1000)).toBe(0);
+        expect((await store.listInstances(ns, "b", T0)).map((r) => r.port)).toEqual([2]);
+        await expect.poll(() => seen.length, { timeout: 3000 }).toBe(2);
+        expect(seen.map((c) => c.instanceId).sort()).toEqual(["a@http#h#1", "b@http#h#1"]);
+      } finally {
+        unsubscribe();
+        if (other !== store) await other.close();
+      }
+    });
+
+    it("publishes every change to subscribers, including those of a second store; renewals only past half the ttl", async () => {
+      const ns = freshNamespace();
+      const other = await open();
+      const seen: string[] = [];
+      const unsubscribe = other.subscribe((c) => c.namespace === ns && seen.push(`${c.op} ${c.serviceId} ${c.instanceId ?? ""}`.trim()));
+      try {
+        await new Promise((r) => setTimeout(r, 100));
+        const r = instance("svc", "h", 1, { ttlMs: 1000 });
+        await store.register(ns, r, T0);
+        await store.renew(ns, "svc", r.instanceId, T0 + 100); // 900 ms of 1000 left: not published
+        await store.renew(ns, "svc", r.instanceId, T0 + 700); // 400 ms left: published
+        await store.setMetadata(ns, "svc", r.instanceId, { a: "1" }, T0 + 700);
+        await store.deregister(ns, "svc", r.instanceId, T0 + 700);
+        await store.register(ns, instance("svc", "h", 2, { ttlMs: 1000 }), T0);
+        await store.register(ns, instance("svc", "h", 3, { ttlMs: 1000 }, T0 + 5000), T0 + 5000); // drops h#2 on its way: expired
+        await store.deregister(ns, "svc", "svc@http#h#3", T0 + 5000);
+        expect(await store.deleteService(ns, "svc", T0 + 5000)).toBe("removed");
+        const expected = [
+          "service_add svc",
+          `register svc ${r.instanceId}`,
+          `renew svc ${r.instanceId}`,
+          `metadata svc ${r.instanceId}`,
+          `deregister svc ${r.instanceId}`,
+          "register svc svc@http#h#2",
+          "expired svc svc@http#h#2",
+          "register svc svc@http#h#3",
+          "deregister svc svc@http#h#3",
+          "service_remove svc",
+        ];
+        await expect.poll(() => seen.length, { timeout: 3000 }).toBe(expected.length);
+        expect(seen).toEqual(expected);
+      } finally {
+        unsubscribe();
+        if (other !== store) await other.close();
+      }
+    });
+
+    it("service ids with ':', '/', spaces and unicode, and namespaces that share a hash tag, stay distinct", async () => {
+      const tag = freshNamespace("x").replace(/^x-/, "");
+      const a = tag;
+      const b = `cosky-${tag}`;
+      for (const id of ["a:b", "dir/svc", "with space", "服务"]) await store.register(a, instance(id, "h", 1), T0);
+      await store.register(b, instance("a:b", "other", 2), T0);
+      expect(await store.listServices(a)).toEqual(["a:b", "dir/svc", "with space", "服务"].sort());
+      expect(await store.listServices(b)).toEqual(["a:b"]);
+      expect((await store.listInstances(a, "a:b", T0)).map((r) => r.host)).toEqual(["h"]);
+      expect((await store.listInstances(b, "a:b", T0)).map((r) => r.host)).toEqual(["other"]);
+    });
+
+    it("real time: a short-ttl instance lives while renewed and is gone soon after the renewals stop", async () => {
+      const ns = freshNamespace();
+      const start = Date.now();
+      const r = instance("svc", "h", 1, { ttlMs: 1000 }, start);
+      await store.register(ns, r, start);
+      // Renew for two ttls: it must stay listed the whole time.
+      while (Date.now() - start < 2000) {
+        await new Promise((res) => setTimeout(res, 150));
+        expect(await store.renew(ns, "svc", r.instanceId, Date.now())).toBeDefined();
+        expect((await store.listInstances(ns, "svc", Date.now())).map((x) => x.instanceId)).toEqual([r.instanceId]);
+      }
+      const stopped = Date.now();
+      await expect.poll(async () => (await store.listInstances(ns, "svc", Date.now())).length, { timeout: 3000, interval: 20 }).toBe(0);
+      expect(Date.now() - stopped).toBeLessThan(1000 + 500);
+    });
+
+    it("a watch delivers register, metadata, deregister and expiry within 1 s, from another store's writes", async () => {
+      const ns = freshNamespace();
+      const writer = await open();
+      await store.register(ns, instance("svc", "old", 1, { ttlMs: 0 }), Date.now());
+      const w = collect(store, ns, "svc");
+      try {
+        await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
+        await new Promise((r) => setTimeout(r, 100)); // a second store's subscription settles
+        const at = Date.now();
+        const eph = instance("svc", "eph", 2, { ttlMs: 1000 }, at);
+        await writer.register(ns, eph, at);
+        await expect.poll(() => w.ops(), { timeout: 1000, interval: 10 }).toContain(`register:${eph.instanceId}`);
+        await writer.setMetadata(ns, "svc", "svc@http#old#1", { zone: "a" }, Date.now());
+        await expect.poll(() => w.ops(), { timeout: 1000, interval: 10 }).toContain("metadata:svc@http#old#1");
+        const meta = w.events.find((e) => e.op === "metadata");
+        expect(meta && "instance" in meta && meta.instance.metadata).toEqual({ zone: "a" });
+        await writer.deregister(ns, "svc", "svc@http#old#1", Date.now());
+        await expect.poll(() => w.ops(), { timeout: 1000, interval: 10 }).toContain("deregister:svc@http#old#1");
+        // nobody writes: the watch itself notices the ttl passing
+        await expect.poll(() => w.ops(), { timeout: 2500, interval: 10 }).toContain(`expired:${eph.instanceId}`);
+        expect(Date.now() - (at + 1000)).toBeLessThan(1000);
+        expect(w.ops()).toEqual(["current:1", `register:${eph.instanceId}`, "metadata:svc@http#old#1", "deregister:svc@http#old#1", `expired:${eph.instanceId}`]);
+      } finally {
+        await w.close();
+        if (writer !== store) await writer.close();
+      }
+    });
+
+    it("a watch keeps an instance that is renewed without a published renewal, and does not report it expired", async () => {
+      const ns = freshNamespace();
+      const start = Date.now();
+      const r = instance("svc", "h", 1, { ttlMs: 1000 }, start);
+      await store.register(ns, r, start);
+      const w = collect(store, ns, "svc");
+      try {
+        await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
+        while (Date.now() - start < 2500) {
+          await new Promise((res) => setTimeout(res, 100));
+          await store.renew(ns, "svc", r.instanceId, Date.now()); // always > half left: never published
+        }
+        expect(w.ops().filter((op) => op.startsWith("expired"))).toEqual([]);
+      } finally {
+        await w.close();
+      }
+    });
+  });
+}
