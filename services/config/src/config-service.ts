@@ -165,39 +165,43 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
         create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
-      const first = await store.get(req.namespace, req.configId);
-      // The version the client has (or last saw removed): an event at or below it was published before the read
-      // that produced what the client has, and is dropped as already seen.
-      let seen = first?.version ?? 0;
-      let present = first !== undefined;
-      yield message("current", first);
-      for await (const change of changes) {
-        if (change === "resync") {
-          const now = await store.get(req.namespace, req.configId);
-          // Set, not raised: a store that lost its data (Redis restarted without persistence) counts versions from 1
-          // again, and those new versions must not pass for already seen. The resync's re-read is the new baseline.
-          seen = now?.version ?? 0;
-          present = now !== undefined;
-          yield message("resync", now);
-          continue;
+      try {
+        const first = await store.get(req.namespace, req.configId);
+        // The version the client has (or last saw removed): an event at or below it was published before the read
+        // that produced what the client has, and is dropped as already seen.
+        let seen = first?.version ?? 0;
+        let present = first !== undefined;
+        yield message("current", first);
+        for await (const change of changes) {
+          if (change === "resync") {
+            const now = await store.get(req.namespace, req.configId);
+            // Set, not raised: a store that lost its data (Redis restarted without persistence) counts versions from 1
+            // again, and those new versions must not pass for already seen. The resync's re-read is the new baseline.
+            seen = now?.version ?? 0;
+            present = now !== undefined;
+            yield message("resync", now);
+            continue;
+          }
+          if (change.op === "remove") {
+            // A removal of a version older than the one shown was followed by a re-creation the client already has.
+            if (!present || change.version < seen) continue;
+            present = false;
+            seen = change.version;
+            yield message("remove");
+            continue;
+          }
+          if (change.version <= seen) continue;
+          // Later changes may already have landed: send the version this event announced, from the history if needed,
+          // or the current state if that version is gone from the history too.
+          const current = await store.get(req.namespace, req.configId);
+          const record = current?.version === change.version ? current : ((await store.version(req.namespace, req.configId, change.version)) ?? current);
+          if (record === undefined) continue; // removed since: its remove event follows
+          seen = record.version;
+          present = true;
+          yield message(change.op, record);
         }
-        if (change.op === "remove") {
-          // A removal of a version older than the one shown was followed by a re-creation the client already has.
-          if (!present || change.version < seen) continue;
-          present = false;
-          seen = change.version;
-          yield message("remove");
-          continue;
-        }
-        if (change.version <= seen) continue;
-        // Later changes may already have landed: send the version this event announced, from the history if needed,
-        // or the current state if that version is gone from the history too.
-        const current = await store.get(req.namespace, req.configId);
-        const record = current?.version === change.version ? current : ((await store.version(req.namespace, req.configId, change.version)) ?? current);
-        if (record === undefined) continue; // removed since: its remove event follows
-        seen = record.version;
-        present = true;
-        yield message(change.op, record);
+      } finally {
+        changes.close(); // also when the watch ends before its change loop (a failed read, a HEAD, a cancel)
       }
     },
   };

@@ -8,16 +8,23 @@ const keyOf = (c: ConfigChange) => `${c.namespace}\u0000${c.configId}`;
 /** Unread events a watch keeps exactly; beyond this, each config's older unread changes are dropped (see below). */
 export const MAX_QUEUED_EVENTS = 64;
 
+/** The queued events of one watch; `close()` ends its subscription (also when nobody iterated: see watchChanges). */
+export interface WatchedChanges extends AsyncIterable<WatchEvent> {
+  close(): void;
+}
+
 /**
  * The store's change events that match `filter`, as an async iterable that ends when `signal` aborts.
- * Events are queued from the moment of the call, so a caller can subscribe first and read state second.
+ * Events are queued from the moment of the call, so a caller can subscribe first and read state second — and so the
+ * caller must `close()` it when it stops before iterating to the end (a failed first read, a consumer that took only
+ * the first message): the subscription exists from this call on, not from the first `next()`.
  *
  * Bounded, so that a watcher that does not read costs a bounded amount of memory however many changes arrive: a
  * reader that keeps up gets every change, in order; once more than MAX_QUEUED_EVENTS are unread, only the newest
  * unread change per config is kept (a watcher needs the newest state, not every step to it). A resync replaces every
  * change queued before it (the re-read it asks for covers them) and comes before the changes that arrive after it.
  */
-export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => boolean, signal: AbortSignal): AsyncIterable<WatchEvent> {
+export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => boolean, signal: AbortSignal): WatchedChanges {
   let queue: WatchEvent[] = [];
   let wake: (() => void) | undefined;
   const onChange = (c: ConfigChange) => {
@@ -36,7 +43,12 @@ export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => bo
   const unsubscribe = store.subscribe(onChange, onResync);
   const onAbort = () => wake?.();
   signal.addEventListener("abort", onAbort, { once: true });
+  const close = () => {
+    unsubscribe();
+    signal.removeEventListener("abort", onAbort);
+  };
   return {
+    close,
     async *[Symbol.asyncIterator]() {
       try {
         while (!signal.aborted) {
@@ -49,8 +61,7 @@ export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => bo
           wake = undefined;
         }
       } finally {
-        unsubscribe();
-        signal.removeEventListener("abort", onAbort);
+        close();
       }
     },
   };

@@ -113,3 +113,47 @@ describe("watchConfig on the embedded store", () => {
     ac.abort();
   });
 });
+
+describe("a watch that ends before its change loop", () => {
+  /** The embedded store, counting its live subscriptions (what every change is delivered to). */
+  function countingStore(): { store: ConfigStore; live: () => number } {
+    const store = createMemoryConfigStore({ maxVersions: 5 });
+    const subscribe = store.subscribe.bind(store);
+    let live = 0;
+    store.subscribe = (onChange, onResync) => {
+      live++;
+      const unsubscribe = subscribe(onChange, onResync);
+      let done = false;
+      return () => {
+        if (!done) live--;
+        done = true;
+        unsubscribe();
+      };
+    };
+    return { store, live: () => live };
+  }
+  const watch = (store: ConfigStore, ac: AbortController) => {
+    const impl = createConfigService({ store, namespaceRule: { requireHashTag: true }, limits });
+    const ctx = { signal: ac.signal, values: createContextValues() } as unknown as HandlerContext;
+    return impl.watchConfig(create(WatchConfigRequestSchema, { namespace: "{n}", configId: "a" }), ctx)[Symbol.asyncIterator]();
+  };
+
+  it("leaves no subscription behind when the consumer stops after the first message (HEAD, a cancel)", async () => {
+    const { store, live } = countingStore();
+    for (let i = 0; i < 3; i++) {
+      const it = watch(store, new AbortController());
+      expect((await it.next()).value).toMatchObject({ op: "current" });
+      await it.return!(undefined);
+    }
+    expect(live()).toBe(0);
+  });
+
+  it("leaves no subscription behind when the first read fails (store down)", async () => {
+    const { store, live } = countingStore();
+    store.get = async () => {
+      throw new Error("store down");
+    };
+    await expect(watch(store, new AbortController()).next()).rejects.toThrow("store down");
+    expect(live()).toBe(0);
+  });
+});
