@@ -35,6 +35,7 @@ export function createReadiness(modules: { name: string; health(): HealthReport 
     serving = next;
     for (const l of listeners) l();
   };
+  let checks = 0;
   const ask = async (m: (typeof modules)[number]): Promise<HealthReport> => {
     try {
       return await m.health();
@@ -49,12 +50,15 @@ export function createReadiness(modules: { name: string; health(): HealthReport 
       return () => listeners.delete(listener);
     },
     async check() {
+      // Probes and the watch interval check concurrently: a slow check that began before a change must not
+      // overwrite what a later one found, so only the newest check started sets the serving state.
+      const mine = ++checks;
       const components: Record<string, HealthReport> = {};
       const reports = await Promise.all(modules.map(ask));
       modules.forEach((m, i) => (components[m.name] = reports[i]));
       if (shuttingDown) components.shutdown = { status: "DOWN", details: { reason: "the process is shutting down" } };
       const up = Object.values(components).every((c) => c.status === "UP");
-      set(up);
+      if (mine === checks) set(up);
       return { status: up ? "UP" : "DOWN", components };
     },
     shutDown() {
