@@ -1,0 +1,124 @@
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { ConnectError, type Client } from "@connectrpc/connect";
+import type { Instance, RegistryService, WatchInstancesResponse } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { backoffMs, pause, type RetryOptions } from "./backoff.js";
+import { chooseWeighted } from "./choose-weighted.js";
+import type { RegistryEvent, ServiceInstance } from "./types.js";
+
+export interface DiscoveryDeps {
+  client: Client<typeof RegistryService>;
+  namespace: string;
+  retry: RetryOptions;
+  emit: (e: RegistryEvent) => void;
+  signal: AbortSignal;
+}
+
+function toServiceInstance(i: Instance): ServiceInstance {
+  return Object.freeze({
+    instanceId: i.instanceId,
+    serviceId: i.serviceId,
+    schema: i.schema,
+    host: i.host,
+    port: i.port,
+    weight: i.weight,
+    isEphemeral: i.isEphemeral,
+    ...(i.ttlAt ? { ttlAt: timestampDate(i.ttlAt) } : {}),
+    metadata: Object.freeze({ ...i.metadata }),
+  });
+}
+
+/**
+ * One service's instances, kept current by the server's WatchInstances stream: the first message ("current") fills
+ * the cache, every change updates it, "resync" replaces it. When the stream ends or fails, the cache keeps its last
+ * state and the watch reconnects with backoff; the new stream's "current" replaces the cache (the re-read). Nothing
+ * polls: in steady state the only traffic is the open stream.
+ */
+export class ServiceCache {
+  /** Sorted by instance id (as the server lists them), frozen; replaced whole on every change. */
+  private snapshot: readonly ServiceInstance[] = Object.freeze([]);
+  private readonly byId = new Map<string, ServiceInstance>();
+  /** Settles with the first "current"; rejects when the first stream fails before it (the caller sees why). */
+  readonly ready: Promise<void>;
+  private loaded = false;
+
+  /** Whether the first answer arrived (from then on the cache answers without waiting). */
+  get isLoaded(): boolean {
+    return this.loaded;
+  }
+
+  constructor(
+    private readonly deps: DiscoveryDeps,
+    readonly serviceId: string,
+    onFirstFailure: () => void,
+  ) {
+    this.ready = new Promise<void>((resolve, reject) => {
+      void this.run(resolve, (e) => {
+        onFirstFailure();
+        reject(e);
+      });
+    });
+    this.ready.catch(() => {}); // rejections are handled by whoever awaits it
+  }
+
+  get instances(): readonly ServiceInstance[] {
+    return this.snapshot;
+  }
+
+  choose(random?: () => number): ServiceInstance | undefined {
+    return chooseWeighted(this.snapshot, random);
+  }
+
+  private replace(instances: Instance[]): void {
+    this.byId.clear();
+    for (const i of instances) this.byId.set(i.instanceId, toServiceInstance(i));
+  }
+
+  private apply(m: WatchInstancesResponse): void {
+    switch (m.op) {
+      case "current":
+      case "resync":
+        this.replace(m.instances);
+        break;
+      case "register":
+      case "renew":
+      case "metadata":
+        if (m.instance) this.byId.set(m.instance.instanceId, toServiceInstance(m.instance));
+        break;
+      case "deregister":
+      case "expired":
+        this.byId.delete(m.instanceId);
+        break;
+      default:
+        return; // an op this client does not know yet: ignore it rather than guess
+    }
+    this.snapshot = Object.freeze([...this.byId.values()].sort((a, b) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0)));
+    this.deps.emit({ type: "instances", serviceId: this.serviceId, instances: this.snapshot });
+  }
+
+  private async run(loaded: () => void, firstFailed: (e: unknown) => void): Promise<void> {
+    const { client, namespace, signal } = this.deps;
+    let failures = 0;
+    while (!signal.aborted) {
+      let error: ConnectError;
+      try {
+        for await (const m of client.watchInstances({ namespace, serviceId: this.serviceId }, { signal })) {
+          this.apply(m);
+          failures = 0;
+          if (!this.loaded) {
+            this.loaded = true;
+            loaded();
+          }
+        }
+        error = new ConnectError("the watch stream ended (server shutting down?)");
+      } catch (e) {
+        if (signal.aborted) return;
+        if (!this.loaded) return firstFailed(e);
+        error = ConnectError.from(e);
+      }
+      if (!this.loaded) return firstFailed(error);
+      const retryInMs = backoffMs(failures++, this.deps.retry);
+      this.deps.emit({ type: "watch-failed", serviceId: this.serviceId, error, retryInMs });
+      await pause(retryInMs, signal);
+    }
+  }
+}

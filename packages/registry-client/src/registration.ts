@@ -1,0 +1,112 @@
+import { create } from "@bufbuild/protobuf";
+import { DurationSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import type { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { backoffMs, pause, type RetryOptions } from "./backoff.js";
+import type { RegisterOptions, RegistrationState, RegistryEvent } from "./types.js";
+
+export interface RegistrationDeps {
+  client: Client<typeof RegistryService>;
+  namespace: string;
+  serviceId: string;
+  ttlMs: number;
+  renewEveryMs: number | undefined;
+  callTimeoutMs: number;
+  retry: RetryOptions;
+  emit: (e: RegistryEvent) => void;
+}
+
+/** One registered instance, renewed until `close()`. */
+export interface Registration {
+  readonly instanceId: string;
+  readonly serviceId: string;
+  /** "registered" after each successful renewal, "retrying" while renewals fail, "closed" after close(). */
+  readonly state: RegistrationState;
+  /** Stops renewing and deregisters the instance (not_found — already gone — counts as done). */
+  close(): Promise<void>;
+}
+
+/**
+ * Registers once (errors reach the caller), then renews in one sequential loop — so renewals never overlap — every
+ * `renewEveryMs` (default a third of the TTL, leaving two more chances before expiry). not_found from a renewal means
+ * the server no longer has the instance (it expired or was removed): register again at once. Any other failure
+ * (unavailable, a timeout …) is retried with backoff until close().
+ */
+export async function startRegistration(deps: RegistrationDeps, options: RegisterOptions): Promise<Registration> {
+  const { client, namespace, callTimeoutMs, emit } = deps;
+  const serviceId = options.serviceId ?? deps.serviceId;
+  const ttlMs = options.ttlMs ?? deps.ttlMs;
+  const renewEveryMs = deps.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3));
+  const request = {
+    namespace,
+    serviceId,
+    schema: options.schema,
+    host: options.host,
+    port: options.port,
+    weight: options.weight,
+    metadata: options.metadata ?? {},
+    // Sent explicitly so that the client knows when to renew (the register answer does not carry the TTL).
+    ttl: create(DurationSchema, { seconds: BigInt(Math.floor(ttlMs / 1000)), nanos: (ttlMs % 1000) * 1_000_000 }),
+  };
+  const { instanceId } = await client.registerInstance(request, { timeoutMs: callTimeoutMs });
+  emit({ type: "registered", instanceId });
+
+  let state: RegistrationState = "registered";
+  const stop = new AbortController();
+  const callTimeout = Math.min(callTimeoutMs, Math.max(renewEveryMs, 1_000));
+
+  const loop = (async () => {
+    let reregister = false;
+    let failures = 0;
+    let delay = renewEveryMs;
+    while (await pause(delay, stop.signal)) {
+      try {
+        if (reregister) {
+          await client.registerInstance(request, { timeoutMs: callTimeout, signal: stop.signal });
+          reregister = false;
+          emit({ type: "re-registered", instanceId });
+        } else {
+          const r = await client.renewInstance({ namespace, serviceId, instanceId }, { timeoutMs: callTimeout, signal: stop.signal });
+          emit({ type: "renewed", instanceId, ...(r.ttlAt ? { ttlAt: timestampDate(r.ttlAt) } : {}) });
+        }
+        state = "registered";
+        failures = 0;
+        delay = renewEveryMs;
+      } catch (e) {
+        if (stop.signal.aborted) break;
+        const error = ConnectError.from(e);
+        state = "retrying";
+        if (!reregister && error.code === Code.NotFound) {
+          reregister = true;
+          delay = 0;
+        } else {
+          delay = backoffMs(failures++, deps.retry);
+        }
+        emit({ type: "renew-failed", instanceId, error, retryInMs: delay });
+      }
+    }
+  })();
+
+  let closing: Promise<void> | undefined;
+  return {
+    instanceId,
+    serviceId,
+    get state() {
+      return state;
+    },
+    close() {
+      closing ??= (async () => {
+        stop.abort();
+        await loop;
+        state = "closed";
+        try {
+          await client.deregisterInstance({ namespace, serviceId, instanceId }, { timeoutMs: callTimeoutMs });
+        } catch (e) {
+          if (ConnectError.from(e).code !== Code.NotFound) throw e;
+        }
+        emit({ type: "deregistered", instanceId });
+      })();
+      return closing;
+    },
+  };
+}

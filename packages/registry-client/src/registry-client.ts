@@ -1,0 +1,131 @@
+import { createClient, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import type { RetryOptions } from "./backoff.js";
+import { withConsumerHeader } from "./consumer-header.js";
+import { ServiceCache } from "./discovery.js";
+import { ClientClosedError, NoInstanceError } from "./errors.js";
+import { toNamespace } from "./namespace.js";
+import { startRegistration, type Registration } from "./registration.js";
+import type { RegisterOptions, RegistryEvent, ServiceInstance } from "./types.js";
+
+export interface RegistryClientOptions {
+  /** A Connect transport to the registry (any protocol). Give this or `baseUrl`. */
+  transport?: Transport;
+  /** The registry's (or the gateway's) base URL, e.g. http://localhost:8080: a Connect transport over HTTP/1.1. */
+  baseUrl?: string;
+  /** `{dev}`, `cosky-{dev}`, or a plain `dev`, which is sent as `{dev}`. */
+  namespace: string;
+  /** This service's own id: the default of `register()` and the `X-Gov-Consumer` header of discovery calls. */
+  serviceId: string;
+  /** TTL of registered instances, ms (default 30,000; 1 s – 24 h). */
+  ttlMs?: number;
+  /** How often to renew, ms (default a third of the TTL). */
+  renewEveryMs?: number;
+  /** Deadline of each unary call, ms (default 5,000). */
+  callTimeoutMs?: number;
+  /** Backoff of renewals and watch reconnects after a failure. */
+  retry?: RetryOptions;
+}
+
+export interface RegistryClient {
+  /** The namespace as sent (a plain name converted to `{name}`). */
+  readonly namespace: string;
+  /** Registers an instance and renews it until `close()` (or its own `close()`). Server refusals reject as ConnectError. */
+  register(options: RegisterOptions): Promise<Registration>;
+  /** Live instances of a service, from the cache (the first call opens its watch and waits for the first answer). */
+  instances(serviceId: string): Promise<readonly ServiceInstance[]>;
+  /** One live instance at random weighted by weight, from the cache; none of weight above 0 → NoInstanceError. */
+  choose(serviceId: string): Promise<ServiceInstance>;
+  /** Listens to registration and discovery events; returns the function that stops listening. */
+  on(listener: (event: RegistryEvent) => void): () => void;
+  /** Stops every watch, stops renewing and deregisters every instance registered through this client. */
+  close(): Promise<void>;
+}
+
+export function createRegistryClient(options: RegistryClientOptions): RegistryClient {
+  if (!options.transport && !options.baseUrl) throw new TypeError("createRegistryClient needs a transport or a baseUrl");
+  const namespace = toNamespace(options.namespace);
+  const transport = options.transport ?? createConnectTransport({ baseUrl: options.baseUrl!, httpVersion: "1.1" });
+  const client = createClient(RegistryService, withConsumerHeader(transport, options.serviceId));
+  const listeners = new Set<(e: RegistryEvent) => void>();
+  const emit = (e: RegistryEvent) => {
+    for (const l of listeners) {
+      try {
+        l(e);
+      } catch {
+        // a listener's bug must not stop renewals or the watch
+      }
+    }
+  };
+  const retry = options.retry ?? {};
+  const closing = new AbortController();
+  const registrations = new Set<Registration>();
+  const caches = new Map<string, ServiceCache>();
+  const regDeps = {
+    client,
+    namespace,
+    serviceId: options.serviceId,
+    ttlMs: options.ttlMs ?? 30_000,
+    renewEveryMs: options.renewEveryMs,
+    callTimeoutMs: options.callTimeoutMs ?? 5_000,
+    retry,
+    emit,
+  };
+
+  const cacheOf = async (serviceId: string): Promise<ServiceCache> => {
+    let cache = caches.get(serviceId);
+    if (cache?.isLoaded) return cache; // the steady state: no await, no I/O
+    if (closing.signal.aborted) throw new ClientClosedError();
+    if (!cache) {
+      const created: ServiceCache = new ServiceCache({ client, namespace, retry, emit, signal: closing.signal }, serviceId, () => {
+        if (caches.get(serviceId) === created) caches.delete(serviceId); // the next call tries again
+      });
+      caches.set(serviceId, (cache = created));
+    }
+    await cache.ready;
+    return cache;
+  };
+
+  return {
+    namespace,
+    async register(opts) {
+      if (closing.signal.aborted) throw new ClientClosedError();
+      const registration = await startRegistration(regDeps, opts);
+      if (closing.signal.aborted) {
+        // close() ran while the registration was on its way: undo it rather than leave it renewing.
+        await registration.close();
+        throw new ClientClosedError();
+      }
+      registrations.add(registration);
+      const close = registration.close;
+      return Object.assign(registration, {
+        close: async () => {
+          registrations.delete(registration);
+          await close();
+        },
+      });
+    },
+    async instances(serviceId) {
+      return (await cacheOf(serviceId)).instances;
+    },
+    async choose(serviceId) {
+      const chosen = (await cacheOf(serviceId)).choose();
+      if (!chosen) throw new NoInstanceError(namespace, serviceId);
+      return chosen;
+    },
+    on(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      closing.abort();
+      caches.clear();
+      const all = [...registrations];
+      registrations.clear();
+      const results = await Promise.allSettled(all.map((r) => r.close()));
+      const failed = results.find((r) => r.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
+    },
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * Keeps the README honest: every error class is documented, and every ```ts example runs against a real registry
+ * (the all-in-one process on the embedded store) and prints what it should.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { createMemoryRegistryStore } from "@gov/registry-service";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRegistryGateway, type RegistryGateway } from "../../../services/registry/test/harness.js";
+import * as api from "../src/index.js";
+
+const readme = readFileSync(fileURLToPath(new URL("../README.md", import.meta.url)), "utf8");
+const entry = pathToFileURL(fileURLToPath(new URL("../src/index.ts", import.meta.url))).href;
+const snippets = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+
+describe("README", () => {
+  it("names every exported error class", () => {
+    const errorClasses = Object.entries(api).filter(
+      ([, value]) => typeof value === "function" && (value === api.RegistryClientError || value.prototype instanceof api.RegistryClientError),
+    );
+    expect(errorClasses.map(([name]) => name).sort()).toEqual(["ClientClosedError", "NoInstanceError", "RegistryClientError"]);
+    for (const [name] of errorClasses) expect(readme, `README should document ${name}`).toContain(`| \`${name}\` |`);
+  });
+
+  describe("examples run", () => {
+    let gateway: RegistryGateway;
+    let urls: { url: string; grpcUrl: string };
+    let dir: string;
+    // A plain name, as a service would configure it: the client sends it as {name}.
+    const plain = `readme${process.pid}x${Date.now().toString(36)}`;
+    beforeAll(async () => {
+      gateway = await createRegistryGateway(createMemoryRegistryStore());
+      urls = await gateway.listen();
+      dir = mkdtempSync(join(tmpdir(), "registry-client-readme-"));
+    });
+    afterAll(async () => {
+      await gateway?.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("the README has an example of registering, of discovery and of a transport", () => {
+      expect(snippets.length).toBe(3);
+    });
+
+    const expectedLogs = () => [
+      [`{${plain}}`, "order@http#10.0.0.1#8080 registered", "closed"],
+      [JSON.stringify(["order@http#10.0.0.2#8080 weight 1 zone b"]), "http://10.0.0.2:8080", `service "payment" has no live instance of weight above 0 in namespace "{${plain}}"`],
+      ["1"],
+    ];
+    snippets.forEach((source, i) => {
+      it(`example ${i + 1} runs and prints what it should`, async () => {
+        if (i === 1) {
+          // The instance the discovery example finds (example 1 deregistered its own on close).
+          const remote = createClient(RegistryService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1" }));
+          await remote.registerInstance({ namespace: `{${plain}}`, serviceId: "order", schema: "http", host: "10.0.0.2", port: 8080, metadata: { zone: "b" } });
+        }
+        const logs: string[] = [];
+        (globalThis as Record<string, unknown>).__readmeLog = logs;
+        const code =
+          `const console = { log: (...args: unknown[]) => (globalThis as any).__readmeLog.push(args.map((a) => typeof a === "string" ? a : JSON.stringify(a)).join(" ")) };\n` +
+          source
+            .replaceAll('"@gov/registry-client"', JSON.stringify(entry))
+            .replaceAll("http://localhost:8080", urls.url)
+            .replaceAll("http://localhost:9090", urls.grpcUrl)
+            .replaceAll('namespace: "dev"', `namespace: ${JSON.stringify(plain)}`)
+            .replaceAll('namespace: "{dev}"', `namespace: ${JSON.stringify(`{${plain}}`)}`);
+        const file = join(dir, `example-${i + 1}.ts`);
+        writeFileSync(file, code);
+        await import(pathToFileURL(file).href);
+        expect(logs).toEqual(expectedLogs()[i]);
+      });
+    });
+  });
+});

@@ -1,0 +1,32 @@
+import type { Transport } from "@connectrpc/connect";
+
+/** What a counting wrapper saw: every call by method name, and the X-Gov-Consumer header each carried. */
+export interface CallLog {
+  calls: { method: string; consumer: string | null }[];
+  count(method: string): number;
+  /** The most unary calls that were in flight at once. */
+  maxInFlight: number;
+}
+
+/** Wraps the real transport and records each call before passing it on unchanged (it counts; it does not fake). */
+export function countingTransport(inner: Transport): { transport: Transport; log: CallLog } {
+  const calls: CallLog["calls"] = [];
+  const record = (method: string, header: HeadersInit | undefined) => calls.push({ method, consumer: new Headers(header).get("x-gov-consumer") });
+  let inFlight = 0;
+  const log: CallLog = { calls, count: (m) => calls.filter((c) => c.method === m).length, maxInFlight: 0 };
+  return {
+    transport: {
+      unary: async (method, signal, timeoutMs, header, input, ctx) => {
+        record(method.name, header);
+        log.maxInFlight = Math.max(log.maxInFlight, ++inFlight);
+        try {
+          return await inner.unary(method, signal, timeoutMs, header, input, ctx);
+        } finally {
+          inFlight--;
+        }
+      },
+      stream: (method, signal, timeoutMs, header, input, ctx) => (record(method.name, header), inner.stream(method, signal, timeoutMs, header, input, ctx)),
+    },
+    log,
+  };
+}
