@@ -4,7 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
-import { registerCors, REQUEST_TIMEOUT, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { registerCors, REQUEST_TIMEOUT, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -78,7 +78,11 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   if (options.connect) {
     // The process's message limit (the largest upload or request its modules take), the same as on its gRPC port.
     const readMaxBytes = options.connect.readMaxBytes ?? options.limits.maxZipBytes + 1024;
-    await app.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(options.connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: options.connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes });
+    const connect = options.connect;
+    await app.register(async (rpcs) => {
+      vouchForwardedFor(rpcs, options.trustedProxies ?? []); // as REST does: a client's own x-forwarded-for is not believed
+      await rpcs.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes });
+    });
   }
   return app;
 }

@@ -1,6 +1,5 @@
 import { processSettings } from "@gov/service-kit";
 import { parseBytes, parseDuration, type SettingDef } from "@gov/settings";
-import { parseTrustedProxies } from "./transcode/forward-headers.js";
 
 /** A heartbeat faster than 100 ms would only burn CPU and bandwidth. */
 function parseHeartbeat(raw: string): number {
@@ -15,12 +14,6 @@ function parseHeartbeat(raw: string): number {
  */
 export const gatewaySettings = {
   ...processSettings,
-  trustedProxies: {
-    name: "gov.security.trusted-proxies",
-    parse: parseTrustedProxies,
-    default: [],
-    doc: "proxies (addresses or CIDRs, comma-separated) whose `X-Forwarded-For` is believed; none by default",
-  } as SettingDef<string[]>,
   maxJsonBody: { name: "gov.limits.json-body", parse: parseBytes, default: 1024 * 1024, doc: "largest JSON (or raw config) request body" } as SettingDef<number>,
   sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseHeartbeat, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
 };

@@ -115,3 +115,37 @@ describe("gov.security.trusted-proxies", () => {
     );
   });
 });
+
+describe("x-forwarded-for on the Connect, gRPC-Web and gRPC listeners", () => {
+  it("a direct RPC client's own x-forwarded-for is not believed; from a trusted proxy it is", async () => {
+    const { createClient } = await import("@connectrpc/connect");
+    const { createConnectTransport, createGrpcTransport, createGrpcWebTransport } = await import("@connectrpc/connect-node");
+    const { createH2cServer, serveConnect } = await import("@gov/service-kit");
+    const impl = createConfigService({
+      store: createMemoryConfigStore({ maxVersions: 10 }),
+      namespaceRule: { requireHashTag: true },
+      limits: { maxContentBytes: 1024, maxZipBytes: 64 * 1024, maxZipEntries: 10, maxZipUncompressedBytes: 64 * 1024 },
+    });
+    const routes = (r: import("@connectrpc/connect").ConnectRouter) => void r.service(ConfigService, impl);
+    const interceptors = [errorInterceptor(logger), recordHeaders];
+    const untrusted = await serveConnect({ routes, interceptors, logger, port: 0, grpcPort: 0 });
+    const trusted = await createH2cServer({ routes, interceptors, logger, trustedProxies: ["127.0.0.1"] });
+    await trusted.listen({ port: 0, host: "127.0.0.1" });
+    const trustedUrl = `http://127.0.0.1:${(trusted.server.address() as { port: number }).port}`;
+    try {
+      const seenBy = async (transport: import("@connectrpc/connect").Transport) => {
+        seen.length = 0;
+        await createClient(ConfigService, transport).listConfigs({ namespace: "{dev}" }, { headers: spoofed });
+        return seen[0]["x-forwarded-for"];
+      };
+      expect(await seenBy(createConnectTransport({ baseUrl: untrusted.url, httpVersion: "1.1" }))).toBe("127.0.0.1");
+      expect(await seenBy(createGrpcWebTransport({ baseUrl: untrusted.url, httpVersion: "1.1" }))).toBe("127.0.0.1");
+      expect(await seenBy(createGrpcTransport({ baseUrl: untrusted.grpcUrl }))).toBe("127.0.0.1");
+      // behind a trusted proxy (here: the peer itself), the chain is kept as far as it is vouched for
+      expect(await seenBy(createGrpcTransport({ baseUrl: trustedUrl }))).toBe("203.0.113.7, 127.0.0.1");
+    } finally {
+      await untrusted.close();
+      await trusted.close();
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import proxyAddr from "@fastify/proxy-addr";
+import { clientAddresses } from "@gov/service-kit";
 import type { FastifyRequest } from "fastify";
 
 /**
@@ -9,7 +9,7 @@ import type { FastifyRequest } from "fastify";
  * - `x-gov-consumer`: the calling application's name;
  * - `x-request-id`: correlation id for logs;
  * - `traceparent`, `tracestate`: W3C trace context;
- * - `x-forwarded-for`: computed, never copied: see {@link clientAddresses}.
+ * - `x-forwarded-for`: computed, never copied: see `clientAddresses` (service-kit), which every Connect listener applies too.
  *
  * Nothing else crosses (no cookies, no hop-by-hop or content headers): a service must not depend on how the call
  * reached it.
@@ -18,21 +18,6 @@ export const FORWARDED_HEADERS = ["authorization", "x-gov-consumer", "x-request-
 
 /** Builds the headers a REST request passes to the services. */
 export type HeaderForwarder = (req: FastifyRequest) => Record<string, string>;
-
-/**
- * The `x-forwarded-for` a service sees: `client, proxy…, peer`, each entry vouched for, so the first one is the
- * client's address (the audit log's `ip`). A client's own `x-forwarded-for` is believed only when the direct peer is
- * one of `trustedProxies` (addresses or CIDRs, `gov.security.trusted-proxies`), and then only as far back as the
- * chain stays within trusted proxies. With no trusted proxies (the default) it is the peer's address alone.
- */
-export function clientAddresses(trustedProxies: readonly string[]): (req: FastifyRequest) => string | undefined {
-  if (trustedProxies.length === 0) return (req) => req.raw.socket.remoteAddress;
-  const trust = proxyAddr.compile([...trustedProxies]);
-  return (req) => {
-    if (req.raw.socket.remoteAddress === undefined) return undefined; // the client is already gone
-    return proxyAddr.all(req.raw, trust).reverse().join(", ");
-  };
-}
 
 export function headerForwarder(trustedProxies: readonly string[]): HeaderForwarder {
   const forwardedFor = clientAddresses(trustedProxies);
@@ -46,23 +31,4 @@ export function headerForwarder(trustedProxies: readonly string[]): HeaderForwar
     if (chain !== undefined) out["x-forwarded-for"] = chain;
     return out;
   };
-}
-
-/**
- * Checks `gov.security.trusted-proxies` entries at startup (a typo must not silently trust nobody, or everybody).
- * Accepts what proxy-addr accepts: an IPv4/IPv6 address, a CIDR, or `loopback`, `linklocal`, `uniquelocal`.
- */
-export function parseTrustedProxies(value: string): string[] {
-  const list = value
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
-  for (const entry of list) {
-    try {
-      proxyAddr.compile(entry);
-    } catch {
-      throw new Error(`"${entry}" is not an IP address, a CIDR (10.0.0.0/8) or one of loopback, linklocal, uniquelocal`);
-    }
-  }
-  return list;
 }

@@ -7,6 +7,7 @@ import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, type Red
 import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
+import { trustedProxiesSetting } from "./client-address.js";
 import { corsSettings } from "./cors.js";
 import { errorInterceptor } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
@@ -42,6 +43,7 @@ export const processSettings = {
     doc: "on SIGTERM: how long in-flight calls may take to finish before the process exits anyway",
   } as SettingDef<number>,
   requestTimeout: requestTimeoutSetting,
+  trustedProxies: trustedProxiesSetting,
   ...corsSettings,
   logAccess: { name: "gov.log.access", parse: parseBoolean, default: false, doc: "`true` logs one line per HTTP request (method, URL, status, time)" } as SettingDef<boolean>,
 };
@@ -204,7 +206,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
 
   const readiness = createReadiness(instances.map((m) => ({ name: m.name, health: () => m.instance.health() })));
   const requestTimeoutMs = settings.requestTimeout;
-  const connectOptions = { routes, interceptors, logger, readMaxBytes, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins };
+  const connectOptions = { routes, interceptors, logger, readMaxBytes, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies };
   let http: FastifyInstance;
   let grpc: FastifyInstance | undefined;
   let management: FastifyInstance;

@@ -2,6 +2,7 @@ import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
 import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js";
 import { reflectionRoutes } from "./grpc/reflection.js";
@@ -25,6 +26,8 @@ export interface ConnectRoutesOptions {
   serving?: ServingState;
   /** `gov.cors.origins`: browser origins allowed on the HTTP/1.1 listener (Connect, gRPC-Web). Default none: CORS off. */
   corsOrigins?: readonly string[];
+  /** `gov.security.trusted-proxies`: whose `x-forwarded-for` is believed (else it is replaced by the peer's address). */
+  trustedProxies?: readonly string[];
 }
 
 export interface ServeConnectOptions extends ConnectRoutesOptions {
@@ -82,7 +85,10 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   });
   const grpcExtras = http2 ? { serving: options.serving ?? alwaysServing, closing: closing.signal } : undefined;
   if (!http2) await registerCors(app as unknown as FastifyInstance, options.corsOrigins ?? []); // browsers speak HTTP/1.1 here, not h2c
-  await app.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES });
+  await app.register(async (rpcs) => {
+    vouchForwardedFor(rpcs, options.trustedProxies ?? []);
+    await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES });
+  });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return;
     void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: this listener serves RPCs only` });
