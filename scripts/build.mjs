@@ -3,7 +3,7 @@
 // the workspaces' own package.json dependencies on each other, so there is no second list to keep in step.
 // Incremental: an unchanged workspace costs a timestamp check. Exit code 1 on a type error.
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, utimesSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -42,6 +42,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   for (const dir of buildOrder()) {
     try {
       execFileSync(tsc, ["-p", join(root, dir, "tsconfig.build.json")], { stdio: "inherit" });
+      // tsc leaves its build info alone when nothing changed; mark the build as current so that `npm start` (which
+      // compares it with the sources' times) does not run the compiler again for a touched but unchanged file
+      const now = new Date();
+      utimesSync(join(root, dir, "dist", ".tsbuildinfo"), now, now);
     } catch {
       console.error(`build failed in ${dir}`);
       process.exit(1);

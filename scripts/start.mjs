@@ -18,8 +18,9 @@ const ENTRIES = {
   registry: "services/registry/dist/main.js",
 };
 
+/** The newest change below `dir`: files, and folders too (deleting or renaming a source file changes its folder). */
 function newestMtime(dir) {
-  let newest = 0;
+  let newest = statSync(dir).mtimeMs;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.name === "dist" || entry.name === "node_modules") continue;
     const path = join(dir, entry.name);
