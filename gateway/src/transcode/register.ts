@@ -7,6 +7,13 @@ import { buildRequest } from "./request.js";
 import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
 import { restRoutesOf, type RestRoute } from "./rest-routes.js";
 
+/**
+ * The deadline of an upload's call (an import). A remote transport gives unary calls a short default deadline (10 s),
+ * which a 1,000-entry import against a slow store can outlast — and a deadline that fires part way leaves no per-entry
+ * answer. The client hanging up still cancels it at once (`clientGoneSignal`).
+ */
+const LONG_CALL_DEADLINE_MS = 10 * 60_000;
+
 /** A body-"*" rule with a bytes field: REST clients upload that field as a multipart file part. */
 function takesFile(route: RestRoute): boolean {
   return route.body === "*" && route.method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
@@ -61,7 +68,8 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
     method: route.httpMethod,
     url: route.fastifyPath,
     handler: async (req, reply) => {
-      const input = await buildRequest(route, req);
+      const built = buildRequest(route, req);
+      const input = built instanceof Promise ? await built : built; // an await costs microtask turns: only for uploads
       const headers = forwardHeaders(req);
       if (route.method.methodKind === "server_streaming") {
         const res = await transport.stream(method, clientGoneSignal(reply), undefined, headers, single(input) as never);
@@ -69,7 +77,9 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
         if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
         return sendEventStream(reply, stream, route.method.output, responses);
       }
-      const res = await transport.unary(method, long ? clientGoneSignal(reply) : undefined, undefined, headers, input as never);
+      const res = long
+        ? await transport.unary(method, clientGoneSignal(reply), LONG_CALL_DEADLINE_MS, headers, input as never)
+        : await transport.unary(method, undefined, undefined, headers, input as never);
       return sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
     },
   });

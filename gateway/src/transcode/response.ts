@@ -69,7 +69,11 @@ export async function sendHttpBodyStream(route: RestRoute, reply: FastifyReply, 
     if (head) res.write(pick(head)?.data ?? new Uint8Array());
     for (let next = await it.next(); !next.done; next = await it.next()) {
       const data = pick(next.value)?.data;
-      if (data?.length && !res.write(data)) await new Promise((r) => res.once("drain", r));
+      if (data?.length && !(await writeOrWait(res, data))) {
+        // the client went away: stop producing (a destroyed response never emits "drain")
+        await it.return?.(undefined);
+        return;
+      }
     }
     res.end();
   } catch (err) {
@@ -192,15 +196,15 @@ async function compressed(body: string, encoding: string, key: Message | undefin
 
 /**
  * A unary answer as JSON text: with its `ETag` (and a 304 when `If-None-Match` names it), compressed when large and
- * the client accepts br or gzip. Small bodies, the common case, pay one length check.
+ * the client accepts br or gzip. Small bodies, the common case, pay one length check and no promise.
  */
-export async function sendUnaryResponse(
+export function sendUnaryResponse(
   route: RestRoute,
   reply: FastifyReply,
   msg: Message,
   etagOf: (msg: Message) => string | undefined,
   options: ResponseOptions,
-): Promise<FastifyReply> {
+): FastifyReply | Promise<FastifyReply> {
   const etag = etagOf(msg);
   if (etag !== undefined) {
     // no-cache: a cache may keep the answer but must ask again (cheaply, with If-None-Match) before using it.
@@ -217,7 +221,7 @@ export async function sendUnaryResponse(
   const accepted = reply.request.headers["accept-encoding"];
   const encoding = accepted ? negotiate(accepted, ENCODINGS) : null;
   if (encoding === null) return reply.send(body);
-  return reply.header("Content-Encoding", encoding).send(await compressed(body, encoding, respondedMessage(route, msg)));
+  return compressed(body, encoding, respondedMessage(route, msg)).then((out) => reply.header("Content-Encoding", encoding).send(out));
 }
 
 /**
@@ -225,7 +229,7 @@ export async function sendUnaryResponse(
  * that does not read so stops the stream from being read further — a watch then keeps only the newest state for
  * it — instead of the server buffering every event in memory.
  */
-async function writeOrWait(res: FastifyReply["raw"], chunk: string): Promise<boolean> {
+async function writeOrWait(res: FastifyReply["raw"], chunk: string | Uint8Array): Promise<boolean> {
   if (res.destroyed) return false;
   if (res.write(chunk)) return true;
   return new Promise((resolve) => {

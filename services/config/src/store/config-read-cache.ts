@@ -12,8 +12,47 @@ export interface ConfigReadCacheOptions {
 
 /** A read in flight: remembers when it started so a late result cannot undo a newer invalidation. */
 export interface ReadTicket {
-  readonly key: string;
+  readonly namespace: string;
+  readonly configId: string;
   readonly seq: number;
+}
+
+interface Entry {
+  readonly namespace: string;
+  readonly configId: string;
+  readonly value: CachedRead;
+  readonly size: number;
+  /** Set by every hit, cleared when eviction passes over the entry (second chance). */
+  referenced: boolean;
+}
+
+/** Maps keyed by namespace, then config id: no key string is built per lookup, and any characters stay distinct. */
+class TwoLevelMap<V> {
+  private readonly byNamespace = new Map<string, Map<string, V>>();
+
+  get(namespace: string, configId: string): V | undefined {
+    return this.byNamespace.get(namespace)?.get(configId);
+  }
+
+  set(namespace: string, configId: string, value: V): void {
+    let ids = this.byNamespace.get(namespace);
+    if (ids === undefined) this.byNamespace.set(namespace, (ids = new Map()));
+    ids.set(configId, value);
+  }
+
+  has(namespace: string): boolean {
+    return this.byNamespace.has(namespace);
+  }
+
+  delete(namespace: string, configId: string): void {
+    const ids = this.byNamespace.get(namespace);
+    if (ids === undefined || !ids.delete(configId)) return;
+    if (ids.size === 0) this.byNamespace.delete(namespace);
+  }
+
+  clear(): void {
+    this.byNamespace.clear();
+  }
 }
 
 /**
@@ -22,67 +61,88 @@ export interface ReadTicket {
  * Staleness guard: every invalidation takes a new sequence number. A read takes a ticket (the sequence at its
  * start) and may only store its result when its key — and the whole cache — was not invalidated since.
  * Invalidations are remembered per key only while reads are in flight, so that memory stays bounded.
- * Entries are evicted least-recently-used first, by count and by data size.
+ *
+ * Bounded by count and by data size. Eviction is second-chance FIFO (CLOCK): a hit only sets a flag on its entry —
+ * the hot path of every cached GET, where moving the entry to the recent end cost a delete and a re-insert — and
+ * eviction, walking from the oldest insert, spares a flagged entry once by clearing its flag and moving it to the end.
  */
 export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
   const maxEntries = options.maxEntries ?? 10_000;
   const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
-  const entries = new Map<string, CachedRead>(); // insertion order = recency order
+  const entries = new TwoLevelMap<Entry>();
+  const order = new Set<Entry>(); // insertion order: eviction walks it from the oldest
   let bytes = 0;
   let seq = 0;
   let clearedAt = 0;
   let enabled = false;
   let inFlight = 0;
-  const invalidatedAt = new Map<string, number>();
+  const invalidatedAt = new TwoLevelMap<number>();
 
   const sizeOf = (value: CachedRead) => (value ? value.data.length + 64 : 64);
-  const drop = (key: string) => {
-    const old = entries.get(key);
-    if (old === undefined) return;
-    entries.delete(key);
-    bytes -= sizeOf(old);
+  const drop = (entry: Entry) => {
+    entries.delete(entry.namespace, entry.configId);
+    order.delete(entry);
+    bytes -= entry.size;
+  };
+  const evictBeyondBounds = () => {
+    for (const oldest of order) {
+      if (order.size <= maxEntries && bytes <= maxBytes) return;
+      if (oldest.referenced) {
+        // Second chance: moved behind the newest; the loop reaches it again only after everything else.
+        oldest.referenced = false;
+        order.delete(oldest);
+        order.add(oldest);
+      } else drop(oldest);
+    }
   };
 
   return {
-    /** Key of one config; the length prefix keeps (ns, id) pairs distinct whatever characters they hold. */
-    keyOf: (namespace: string, configId: string) => `${namespace.length}:${namespace}${configId}`,
-
     /** The cached result, or undefined on a miss. Records are frozen and shared: callers must not change them. */
-    lookup(key: string): CachedRead | undefined {
-      const value = entries.get(key);
-      if (value === undefined) return undefined;
-      entries.delete(key); // move to the most recent end
-      entries.set(key, value);
-      return value;
+    lookup(namespace: string, configId: string): CachedRead | undefined {
+      const entry = entries.get(namespace, configId);
+      if (entry === undefined) return undefined;
+      entry.referenced = true;
+      return entry.value;
     },
 
-    begin(key: string): ReadTicket {
+    begin(namespace: string, configId: string): ReadTicket {
       inFlight++;
-      return { key, seq };
+      return { namespace, configId, seq };
     },
 
     /** Ends a read; stores `value` when given and still valid. Call exactly once per ticket (also on failure). */
     end(ticket: ReadTicket, value?: CachedRead): void {
       inFlight--;
-      const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(ticket.key) ?? 0) <= ticket.seq;
-      if (value !== undefined && valid && sizeOf(value) <= maxBytes) {
-        drop(ticket.key);
+      const { namespace, configId } = ticket;
+      const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(namespace, configId) ?? 0) <= ticket.seq;
+      const size = value === undefined ? 0 : sizeOf(value);
+      if (value !== undefined && valid && size <= maxBytes) {
+        const old = entries.get(namespace, configId);
+        if (old !== undefined) drop(old);
         // Shared, not copied: a hot read then yields the same record, which lets callers reuse what they made of it.
-        entries.set(ticket.key, value && Object.freeze(value));
-        bytes += sizeOf(value);
-        for (const [oldest] of entries) {
-          if (entries.size <= maxEntries && bytes <= maxBytes) break;
-          drop(oldest);
-        }
+        const entry: Entry = { namespace, configId, value: value && Object.freeze(value), size, referenced: false };
+        entries.set(namespace, configId, entry);
+        order.add(entry);
+        bytes += size;
+        evictBeyondBounds();
       }
       if (inFlight === 0) invalidatedAt.clear();
     },
 
     /** Forgets one config; reads that started earlier will not store their (possibly old) result. */
-    invalidate(key: string): void {
+    invalidate(namespace: string, configId: string): void {
       seq++;
-      drop(key);
-      if (inFlight > 0) invalidatedAt.set(key, seq);
+      const entry = entries.get(namespace, configId);
+      if (entry !== undefined) drop(entry);
+      if (inFlight > 0) invalidatedAt.set(namespace, configId, seq);
+    },
+
+    /**
+     * Whether an invalidation in `namespace` could change anything: an entry of it is cached, or a read (of any key)
+     * is in flight and must learn of it. False lets a change event be ignored without decoding it.
+     */
+    concerns(namespace: string): boolean {
+      return inFlight > 0 || entries.has(namespace);
     },
 
     /** Forgets everything (events may have been missed); `enabled` false also stops caching until re-enabled. */
@@ -91,11 +151,12 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
       clearedAt = seq;
       enabled = enable;
       entries.clear();
+      order.clear();
       bytes = 0;
     },
 
     get size() {
-      return entries.size;
+      return order.size;
     },
   };
 }

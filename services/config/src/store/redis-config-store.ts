@@ -48,14 +48,17 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     } catch (err) {
       throw describeWriteFailure(err, maySend, { op, namespace, configId });
     } finally {
-      cache.invalidate(cache.keyOf(namespace, configId));
+      cache.invalidate(namespace, configId);
     }
   };
 
   const onMessage = (channel: string, message: string) => {
+    // Most events need no decoding: every write through this store echoes one back after it has already invalidated
+    // its key, and with no watch here an event only matters to the cache if it holds something of that namespace.
+    if (listeners.size === 0 && channel.endsWith(EVENT_SUFFIX) && !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length))) return;
     const change = parseChangeEvent(channel, message);
     if (!change) return;
-    cache.invalidate(cache.keyOf(change.namespace, change.configId));
+    cache.invalidate(change.namespace, change.configId);
     for (const l of listeners) queueMicrotask(() => l(change));
   };
 
@@ -85,10 +88,9 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       return (await call(() => client.smembers(idx))).sort();
     },
     async get(ns, id) {
-      const key = cache.keyOf(ns, id);
-      const hit = cache.lookup(key);
+      const hit = cache.lookup(ns, id);
       if (hit !== undefined) return hit ?? undefined;
-      const ticket = cache.begin(key);
+      const ticket = cache.begin(ns, id);
       let value: CachedRead | undefined;
       try {
         const fields = await call(() => client.hgetall(configKeys(ns, id)[1]));
@@ -146,6 +148,9 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     },
   };
 }
+
+/** What every change event's channel ends with (after the namespace). */
+const EVENT_SUFFIX = eventChannel("");
 
 const toRecord = (f: Record<string, string>) => ({
   configId: f.configId,
