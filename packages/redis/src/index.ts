@@ -1,5 +1,6 @@
 export { createRedis, connectRedis, parseRedisUrl, redactRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";
-export { StoreUnavailableError } from "./store-errors.js";
+export { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
+export { describeWriteFailure, writeMaySend, type FailedWrite } from "./write-outcome.js";
 export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type RedisCall } from "./outage.js";
 export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type PatternSubscription } from "./subscriber-hub.js";
 export { defineScript, runScript, type LuaScript } from "./scripts.js";

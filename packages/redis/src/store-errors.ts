@@ -9,3 +9,13 @@
 export class StoreUnavailableError extends Error {
   override readonly name: string = "StoreUnavailableError";
 }
+
+/**
+ * A write that reached the store but got no answer in time (e.g. a paused Redis): it may or may not have been applied.
+ * Answered with `deadline_exceeded` (HTTP 504), whose gRPC meaning is exactly that, instead of `unavailable`, which
+ * clients read as "nothing happened, retry". It is a StoreUnavailableError, so batch code that stops on outages stops.
+ * Defined here, next to its base, so that `write-outcome.ts` can raise it; `@gov/service-kit` re-exports it.
+ */
+export class WriteOutcomeUnknownError extends StoreUnavailableError {
+  override readonly name: string = "WriteOutcomeUnknownError";
+}

@@ -2,18 +2,10 @@ import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryReq
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { Logger } from "./logger.js";
 
-// Defined in @gov/redis (which raises it for outages) so that this package can depend on it without a cycle.
-import { StoreUnavailableError } from "@gov/redis";
-export { StoreUnavailableError };
-
-/**
- * A write that reached the store but got no answer in time (e.g. a paused Redis): it may or may not have been applied.
- * Answered with `deadline_exceeded` (HTTP 504), whose gRPC meaning is exactly that, instead of `unavailable`, which
- * clients read as "nothing happened, retry". It is a StoreUnavailableError, so batch code that stops on outages stops.
- */
-export class WriteOutcomeUnknownError extends StoreUnavailableError {
-  override readonly name: string = "WriteOutcomeUnknownError";
-}
+// Defined in @gov/redis (which raises them for outages and unanswered writes) so that this package can depend on it
+// without a cycle. WriteOutcomeUnknownError: a write that may or may not have been applied (→ deadline_exceeded, 504).
+import { StoreUnavailableError, WriteOutcomeUnknownError } from "@gov/redis";
+export { StoreUnavailableError, WriteOutcomeUnknownError };
 
 /**
  * Expected failures pass through; store outages become `unavailable` (or `deadline_exceeded` when a write's outcome is

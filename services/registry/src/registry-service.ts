@@ -4,12 +4,16 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import {
   type Instance,
   InstanceSchema,
+  type KeepaliveRequest,
+  KeepaliveResponseSchema,
+  type RegisterInstanceRequest,
   RegistryService,
   ServiceStatSchema,
   WatchInstancesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
+import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
 import {
   checkHost,
@@ -72,6 +76,40 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     if (instanceId !== undefined) checkInstanceId(serviceId!, instanceId);
   };
 
+  /** Validates and stores a registration; the ttl is 0 for a fixed instance. */
+  const register = async (req: RegisterInstanceRequest): Promise<{ instanceId: string; ttlAt?: number; ttlMs: number }> => {
+    checkNamespace(req.namespace, deps.namespaceRule);
+    checkWritableServiceId(req.serviceId);
+    checkSchema(req.schema);
+    checkHost(req.host);
+    checkPort(req.port);
+    const weight = req.weight ?? 1;
+    checkWeight(weight);
+    checkMetadata(req.metadata);
+    const isEphemeral = req.isEphemeral ?? true;
+    if (req.ttl && !isEphemeral) throw new ConnectError("ttl is for ephemeral instances: a fixed instance (isEphemeral false) never expires, so leave ttl out", Code.InvalidArgument);
+    const ttlMs = isEphemeral ? (req.ttl ? checkTtl(req.ttl.seconds, req.ttl.nanos) : deps.instanceTtlMs) : 0;
+    const at = now();
+    const instanceId = instanceIdOf(req.serviceId, req.schema, req.host, req.port);
+    await store.register(
+      req.namespace,
+      {
+        instanceId,
+        serviceId: req.serviceId,
+        schema: req.schema,
+        host: req.host,
+        port: req.port,
+        weight,
+        isEphemeral,
+        ...(isEphemeral ? { ttlAt: at + ttlMs } : {}),
+        ttlMs,
+        metadata: { ...req.metadata },
+      },
+      at,
+    );
+    return { instanceId, ttlMs, ...(isEphemeral ? { ttlAt: at + ttlMs } : {}) };
+  };
+
   return {
     async listServices(req) {
       checkTarget(req.namespace);
@@ -103,35 +141,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     },
 
     async registerInstance(req) {
-      checkNamespace(req.namespace, deps.namespaceRule);
-      checkWritableServiceId(req.serviceId);
-      checkSchema(req.schema);
-      checkHost(req.host);
-      checkPort(req.port);
-      const weight = req.weight ?? 1;
-      checkWeight(weight);
-      checkMetadata(req.metadata);
-      const isEphemeral = req.isEphemeral ?? true;
-      if (req.ttl && !isEphemeral) throw new ConnectError("ttl is for ephemeral instances: a fixed instance (isEphemeral false) never expires, so leave ttl out", Code.InvalidArgument);
-      const ttlMs = isEphemeral ? (req.ttl ? checkTtl(req.ttl.seconds, req.ttl.nanos) : deps.instanceTtlMs) : 0;
-      const at = now();
-      const instanceId = instanceIdOf(req.serviceId, req.schema, req.host, req.port);
-      await store.register(
-        req.namespace,
-        {
-          instanceId,
-          serviceId: req.serviceId,
-          schema: req.schema,
-          host: req.host,
-          port: req.port,
-          weight,
-          isEphemeral,
-          ...(isEphemeral ? { ttlAt: at + ttlMs } : {}),
-          ttlMs,
-          metadata: { ...req.metadata },
-        },
-        at,
-      );
+      const { instanceId } = await register(req);
       return { registered: true, instanceId };
     },
 
@@ -184,6 +194,40 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
           ...("instance" in e ? { instanceId: e.instance.instanceId, instance: toInstance(e.instance) } : {}),
           ...("instanceId" in e ? { instanceId: e.instanceId } : {}),
         });
+      }
+    },
+
+    async *keepalive(requests: AsyncIterable<KeepaliveRequest>, ctx: HandlerContext) {
+      const messages = requests[Symbol.asyncIterator]();
+      const first = await messages.next();
+      const reg = first.done ? undefined : first.value.register;
+      if (!reg) throw new ConnectError("the first keepalive message must carry `register` with the instance to keep alive (as for RegisterInstance)", Code.InvalidArgument);
+      if (reg.isEphemeral === false) throw new ConnectError("a keepalive keeps an ephemeral instance alive: leave isEphemeral out (or true); register a fixed instance with RegisterInstance", Code.InvalidArgument);
+      const { instanceId, ttlAt, ttlMs } = await register(reg);
+      yield create(KeepaliveResponseSchema, { instanceId, ttlAt: timestampFromMs(ttlAt!) });
+      const target = { namespace: reg.namespace, serviceId: reg.serviceId, instanceId, ttlMs };
+      // Later messages are pings; one carrying `register` again ends the stream with a refusal rather than being ignored.
+      let refused: ConnectError | undefined;
+      const pings = (async function* () {
+        for (let m = await messages.next(); !m.done; m = await messages.next()) {
+          if (m.value.register) {
+            refused = new ConnectError("only the first keepalive message carries `register`: later messages are pings (empty); open a new stream to register another instance", Code.InvalidArgument);
+            return;
+          }
+          yield m.value;
+        }
+      })();
+      try {
+        for await (const beat of keepInstanceAlive(store, target, pings, ctx.signal, now)) {
+          yield create(KeepaliveResponseSchema, { instanceId, ttlAt: timestampFromMs(beat.ttlAt) });
+        }
+        if (refused) throw refused;
+      } catch (err) {
+        if (!(err instanceof KeptInstanceGone)) throw err; // refusals and store failures keep their own answer
+        throw new ConnectError(
+          `instance "${instanceId}" of service "${reg.serviceId}" was deregistered or expired while its keepalive was open: open a new keepalive to register it again`,
+          Code.NotFound,
+        );
       }
     },
   };

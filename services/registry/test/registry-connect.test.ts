@@ -75,6 +75,9 @@ for (const target of storeTargets()) {
         const started = Date.now();
         const reg = await client.registerInstance({ namespace: n, serviceId: "w", schema: "http", host: "eph", port: 2, ttl: { seconds: 1n, nanos: 0 } });
         await client.setInstanceMetadata({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1", metadata: { a: "1" } });
+        // A watch sends the instance as it is when it reads it: a metadata change already followed by its deregister
+        // is folded into the deregister (watch-instances.ts). So the deregister waits until the change was seen.
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["metadata:w@http#fixed#1", "metadata:w@http#fixed#1"]);
         await client.deregisterInstance({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1" });
         const expected = ["current:1", `register:${reg.instanceId}`, "metadata:w@http#fixed#1", "deregister:w@http#fixed#1"];
         await expect.poll(() => [rpcOps, sseOps], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);

@@ -55,8 +55,15 @@ async function nonReadingWatcher(): Promise<() => void> {
   return () => socket.destroy();
 }
 
+/**
+ * The suite sends every RPC to the HTTP/1.1 listener too, where a bidirectional stream (Keepalive) cannot run at all:
+ * Connect-ES answers it there with a bare 505 before any of our code, so it is left out here and its hostile input
+ * is tested on the listeners that serve it (h2c) in keepalive.test.ts. (Open: that 505 has no {code, message} body.)
+ */
+const unaryAndServerStreams = { ...RegistryService, methods: RegistryService.methods.filter((m) => m.methodKind !== "bidi_streaming") };
+
 describeHostileInput("registry service (all-in-one, embedded store)", {
-  service: RegistryService,
+  service: unaryAndServerStreams,
   target: () => target!,
   pathValues: { namespace: "{hostile}", service_id: "order", instance_id: "order@http#h#1" },
   limits,
@@ -78,7 +85,7 @@ describeHostileInput("registry service (all-in-one, embedded store)", {
 });
 
 describeHostileInput("registry service (its own process's listeners)", {
-  service: RegistryService,
+  service: unaryAndServerStreams,
   rest: false,
   target: () => serviceTarget!,
   limits,

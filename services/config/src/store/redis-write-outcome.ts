@@ -1,24 +1,11 @@
-import { StoreUnavailableError, WriteOutcomeUnknownError } from "@gov/service-kit";
+import { describeWriteFailure as describeRedisWriteFailure } from "@gov/redis";
 import type { ConfigOp } from "./config-store.js";
 
 /**
- * What a failed Redis write tells the caller. A write that never left this process (client not connected, server
- * refused it unexecuted) wrote nothing: plain `unavailable`. A write that was sent and then got no answer (command
- * timeout on a paused server, connection reset while in flight) may have been applied: the caller is told that the
- * outcome is unknown and how to find out, rather than "retry".
+ * What a failed Redis write of a config tells the caller: `@gov/redis` describeWriteFailure decides whether it may have
+ * been applied (→ outcome unknown, 504) or surely was not (→ "nothing was written", 503); this file says, per
+ * operation, what the write was and how to check it.
  */
-
-/** Failures that prove the command was not executed: it was never written to a socket, or the server refused it. */
-const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
-const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
-
-function provesNotSent(err: unknown): boolean {
-  if (!(err instanceof Error)) return false;
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === "string" && NOT_SENT_CODES.has(code)) return true;
-  if (err.name === "ClusterAllFailedError") return true;
-  return NOT_SENT_MESSAGES.test(err.message);
-}
 
 export interface WriteTarget {
   op: ConfigOp;
@@ -41,22 +28,8 @@ function howToCheck({ op, namespace, configId }: WriteTarget): string {
   }
 }
 
-/**
- * Rewrites a store failure of a write. `maySend`: the client was connected when the write was issued, or would queue
- * it until it is; otherwise it cannot have sent it. Returns `err` unchanged when it is not a store outage.
- */
+/** See `@gov/redis` describeWriteFailure; `maySend` is `writeMaySend(client)` read before the write was issued. */
 export function describeWriteFailure(err: unknown, maySend: boolean, target: WriteTarget): unknown {
-  if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError) return err;
   const what = `the ${OP_NOUNS[target.op]} of config "${target.configId}" in namespace "${target.namespace}"`;
-  if (maySend && !provesNotSent(err.cause)) {
-    const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
-    return new WriteOutcomeUnknownError(
-      `${what} was sent to Redis but got no answer (${cause}), so it may or may not have been applied: ${howToCheck(target)}`,
-      { cause: err.cause },
-    );
-  }
-  const message = /retry when it is back$/.test(err.message)
-    ? err.message.replace(/retry when it is back$/, "nothing was written; retry when it is back")
-    : `${err.message}; nothing was written`;
-  return new StoreUnavailableError(message, { cause: err.cause });
+  return describeRedisWriteFailure(err, maySend, { what, howToCheck: howToCheck(target) });
 }

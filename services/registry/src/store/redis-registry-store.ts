@@ -1,6 +1,6 @@
 import type { EventEmitter } from "node:events";
 import { Cluster } from "ioredis";
-import { createSubscriberHub, quitQuietly, redisCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { createSubscriberHub, describeWriteFailure, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { EVENT_PATTERN, eventChannel, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
 
@@ -33,6 +33,40 @@ function toRecord(json: string | null | undefined, metadata: string | null | und
     if (ttlAt <= now) return undefined;
   }
   return { ...r, ...(ttlAt === undefined ? {} : { ttlAt }), metadata: metadata ? (JSON.parse(metadata) as Record<string, string>) : {} };
+}
+
+/** A registry write, for the message a caller gets when its outcome is unknown. */
+type WriteTarget =
+  | { op: "putService" | "deleteService"; namespace: string; serviceId: string }
+  | { op: "register" | "deregister" | "renew" | "setMetadata"; namespace: string; serviceId: string; instanceId: string };
+
+const WRITE_NOUNS: Record<WriteTarget["op"], string> = {
+  putService: "creation",
+  deleteService: "deletion",
+  register: "registration",
+  deregister: "deregistration",
+  renew: "renewal",
+  setMetadata: "metadata change",
+};
+
+/** What the write was and how to learn whether it was applied; every registry write may safely be repeated. */
+function failedWrite(t: WriteTarget): { what: string; howToCheck: string } {
+  const services = `/v1/namespaces/${encodeURIComponent(t.namespace)}/services`;
+  if (!("instanceId" in t)) {
+    return {
+      what: `the ${WRITE_NOUNS[t.op]} of service "${t.serviceId}" in namespace "${t.namespace}"`,
+      howToCheck: `list the services (GET ${services}, or ListServices) to see whether "${t.serviceId}" is there; repeating the ${t.op === "putService" ? "PUT is safe (it answers false when the service exists)" : "DELETE is safe (not_found then means it was removed)"}`,
+    };
+  }
+  const id = t.instanceId;
+  const list = `list the instances (GET ${services}/${encodeURIComponent(t.serviceId)}/instances, or ListInstances)`;
+  const check: Record<typeof t.op, string> = {
+    register: `${list} and look for "${id}"; registering again is safe: it replaces the record with the same one`,
+    renew: `${list}: its ttlAt shows whether it was renewed; renewing again is safe (not_found means it expired: register again)`,
+    deregister: `${list}: if "${id}" is not listed it is gone; deregistering again is safe (not_found then means it was removed)`,
+    setMetadata: `${list} and compare the metadata of "${id}"; sending the same metadata again is safe`,
+  };
+  return { what: `the ${WRITE_NOUNS[t.op]} of instance "${id}" in namespace "${t.namespace}"`, howToCheck: check[t.op] };
 }
 
 const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
@@ -83,16 +117,29 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
     });
   };
 
+  /**
+   * One write script: a connection failure answers "outcome unknown" (504) when the script may have reached Redis,
+   * "nothing was written" (503) when it provably did not (see `@gov/redis` write-outcome.ts).
+   */
+  const write = async <T>(target: WriteTarget, run: () => Promise<T>): Promise<T> => {
+    const maySend = writeMaySend(client);
+    try {
+      return await call(run);
+    } catch (err) {
+      throw describeWriteFailure(err, maySend, failedWrite(target));
+    }
+  };
+
   const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
 
   return {
     kind,
     listServices,
     async putService(ns, serviceId) {
-      return (await call(() => scripts.putService(serviceKeys(ns, serviceId), serviceId, eventChannel(ns)))) === 1;
+      return (await write({ op: "putService", namespace: ns, serviceId }, () => scripts.putService(serviceKeys(ns, serviceId), serviceId, eventChannel(ns)))) === 1;
     },
     async deleteService(ns, serviceId, now) {
-      const result = await call(() => scripts.deleteService(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
+      const result = await write({ op: "deleteService", namespace: ns, serviceId }, () => scripts.deleteService(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
       return result === 1 ? "removed" : result === 2 ? "has_instances" : "not_found";
     },
     async listInstances(ns, serviceId, now) {
@@ -118,19 +165,19 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
     },
     async register(ns, r, now) {
       const keys = serviceKeys(ns, r.serviceId);
-      await call(() => scripts.register(keys, r.serviceId, r.instanceId, recordJson(r), JSON.stringify(r.metadata), r.ttlAt, now, eventChannel(ns)));
+      await write({ op: "register", namespace: ns, serviceId: r.serviceId, instanceId: r.instanceId }, () => scripts.register(keys, r.serviceId, r.instanceId, recordJson(r), JSON.stringify(r.metadata), r.ttlAt, now, eventChannel(ns)));
     },
     async deregister(ns, serviceId, instanceId, now) {
-      return (await call(() => scripts.deregister(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)))) === 1;
+      return (await write({ op: "deregister", namespace: ns, serviceId, instanceId }, () => scripts.deregister(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)))) === 1;
     },
     async renew(ns, serviceId, instanceId, now) {
-      const ttlAt = await call(() => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
+      const ttlAt = await write({ op: "renew", namespace: ns, serviceId, instanceId }, () => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
       if (ttlAt === null) return undefined;
       return ttlAt < 0 ? {} : { ttlAt: Number(ttlAt) };
     },
     async setMetadata(ns, serviceId, instanceId, metadata, now) {
       const keys = serviceKeys(ns, serviceId);
-      return (await call(() => scripts.setMetadata(keys, serviceId, instanceId, JSON.stringify(metadata), now, eventChannel(ns)))) === 1;
+      return (await write({ op: "setMetadata", namespace: ns, serviceId, instanceId }, () => scripts.setMetadata(keys, serviceId, instanceId, JSON.stringify(metadata), now, eventChannel(ns)))) === 1;
     },
     async stats(ns, now) {
       const ids = await listServices(ns);

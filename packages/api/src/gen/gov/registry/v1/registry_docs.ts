@@ -17,6 +17,7 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.registry.v1.RegistryService.GetServiceStats": "Counts the live instances of every service of the namespace.\n\nREST answers the bare array, e.g. [{\"serviceId\": \"order\", \"instanceCount\": 2}], sorted by service id.",
   "gov.registry.v1.RegistryService.ChooseInstance": "Chooses one live instance of a service, at random weighted by weight.\n\nInstances of weight 0 are never chosen. No live instance of weight above 0 is not_found (404), never an empty\nanswer.",
   "gov.registry.v1.RegistryService.WatchInstances": "Streams the changes of a service's instances as they happen.\n\nThe first message is the current state (op \"current\", every live instance in `instances`); then one message per\nchange: register, renew, metadata (with the instance as it is now), deregister, expired (with its id). After the\nserver's change feed was interrupted, op \"resync\" carries every live instance as it is now (changes may have been\nmissed). REST: text/event-stream (Server-Sent Events).",
+  "gov.registry.v1.RegistryService.Keepalive": "Registers an instance and keeps it alive while this stream is open, so the client needs no renew timer.\n\nThe first message carries `register` (as RegisterInstance; ephemeral only). The server registers the instance,\nanswers its id and ttlAt, then renews it on its own about three times per ttl, answering each renewal with the new\nttlAt. Every later client message is a ping (leave `register` out): it renews at once and is answered the same\nway. When the stream ends (the client closes it, its process dies, its connection breaks, the server shuts down)\nthe instance is renewed one last time and NOT deregistered: it expires one ttl later unless a new keepalive or a\nrenewal comes first, so a short network blip does not drop it. For a planned shutdown call DeregisterInstance.\nIf the instance is deregistered or expires while the stream is open, the stream ends with not_found.\nNeeds a full-duplex transport: gRPC, or Connect over HTTP/2 (HTTP/1.1 is half duplex). There is no REST route.",
   "gov.registry.v1.Instance": "A registered instance as it is now.",
   "gov.registry.v1.Instance.instance_id": "`{serviceId}@{schema}#{host}#{port}`, e.g. order@http#10.0.0.1#8080.",
   "gov.registry.v1.Instance.schema": "How to reach it: http, https, grpc, tcp … (a URI scheme).",
@@ -50,5 +51,8 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.registry.v1.WatchInstancesResponse.op": "current (first message), register, renew, metadata, deregister, expired; resync after the server's change feed\nwas interrupted (changes may have been missed: instances is the state as it is now).",
   "gov.registry.v1.WatchInstancesResponse.instance_id": "The instance the change is about (register, renew, metadata, deregister, expired).",
   "gov.registry.v1.WatchInstancesResponse.instance": "The instance after the change (register, renew, metadata).",
-  "gov.registry.v1.WatchInstancesResponse.instances": "Every live instance (current, resync)."
+  "gov.registry.v1.WatchInstancesResponse.instances": "Every live instance (current, resync).",
+  "gov.registry.v1.KeepaliveRequest.register": "First message only: the instance to register, as RegisterInstance (is_ephemeral must not be false). Later\nmessages (pings) leave it out.",
+  "gov.registry.v1.KeepaliveResponse.instance_id": "The id of the kept-alive instance.",
+  "gov.registry.v1.KeepaliveResponse.ttl_at": "Its expiry after the registration or renewal this message answers."
 };

@@ -1,0 +1,54 @@
+import type { RedisClient } from "./connect.js";
+import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
+
+/**
+ * What a failed Redis write tells the caller, for every store. A write that never left this process (client not
+ * connected, server refused it unexecuted) wrote nothing: plain `unavailable`. A write that was sent and then got no
+ * answer (command timeout on a paused server, connection reset while in flight) may have been applied: the caller is
+ * told that the outcome is unknown and how to find out, rather than "retry". Stores say what the write was and how
+ * to check it; this module decides which of the two it is.
+ */
+
+/** Failures that prove the command was not executed: it was never written to a socket, or the server refused it. */
+const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
+
+function provesNotSent(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && NOT_SENT_CODES.has(code)) return true;
+  if (err.name === "ClusterAllFailedError") return true;
+  return NOT_SENT_MESSAGES.test(err.message);
+}
+
+/**
+ * Whether a write issued now may be sent: the client is connected, or it has an offline queue (which sends a queued
+ * write once it reconnects, even after the caller gave up on it). Read it before issuing the write.
+ */
+export const writeMaySend = (client: RedisClient): boolean => client.status === "ready" || client.options.enableOfflineQueue === true;
+
+export interface FailedWrite {
+  /** The write, for the message: e.g. `the write of config "app.yaml" in namespace "{dev}"`. */
+  what: string;
+  /** How the caller learns whether it was applied (and whether repeating it is safe). */
+  howToCheck: string;
+}
+
+/**
+ * Rewrites a store failure of a write (a StoreUnavailableError from `redisCaller`): WriteOutcomeUnknownError when it
+ * may have been applied, else a StoreUnavailableError saying that nothing was written. `maySend`: see
+ * {@link writeMaySend}. Returns `err` unchanged when it is not a store outage.
+ */
+export function describeWriteFailure(err: unknown, maySend: boolean, write: FailedWrite): unknown {
+  if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError) return err;
+  if (maySend && !provesNotSent(err.cause)) {
+    const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
+    return new WriteOutcomeUnknownError(`${write.what} was sent to Redis but got no answer (${cause}), so it may or may not have been applied: ${write.howToCheck}`, {
+      cause: err.cause,
+    });
+  }
+  const message = /retry when it is back$/.test(err.message)
+    ? err.message.replace(/retry when it is back$/, "nothing was written; retry when it is back")
+    : `${err.message}; nothing was written`;
+  return new StoreUnavailableError(message, { cause: err.cause });
+}
