@@ -259,7 +259,12 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       const counts = await Promise.all(servers.map((app) => connectionsOf(app.server as unknown as NetServer)));
       return counts.every((n) => n === 0);
     }, deadline);
-    if (!drained) logger.warn({ graceMs: settings.shutdownGrace, inflight: drain.inflight() }, "shutdown grace period over: closing the remaining connections");
+    if (!drained) {
+      logger.warn({ graceMs: settings.shutdownGrace, inflight: drain.inflight() }, "shutdown grace period over: closing the remaining connections");
+      // A GOAWAY'd session lives until its client closes its side of every stream; one that never does would hold
+      // close() forever (Node does not end h2 sessions on server close). Past the grace, they are cut.
+      for (const session of sessions) session.destroy();
+    }
     await Promise.all([http.close(), grpc?.close()]);
     readiness.stop();
     await closeAll(closers, logger);
