@@ -1,6 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { Transport } from "@connectrpc/connect";
-import type { RedisClient, SubscriberHub } from "@gov/redis";
+import { redactRedisUrl, redisDownReason, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { parseInteger, type SettingDef, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { Logger } from "./logger.js";
 import type { LocalService } from "./transport/in-process.js";
@@ -104,3 +104,40 @@ export function endpointSettings(name: string, ports: { port: number; grpcPort: 
 }
 
 export type EndpointSettings = SettingValues<ReturnType<typeof endpointSettings>>;
+
+/** The process's Redis client and Pub/Sub hub, as a store takes them (the store then owns neither). */
+export interface SharedRedis {
+  client: RedisClient;
+  kind: "redis" | "redis-cluster";
+  hub: SubscriberHub;
+}
+
+/** What a module's store gets of the process's Redis: the shared client and hub, or nothing (embedded stores). */
+export function sharedRedisOf(ctx: ModuleContext): SharedRedis | undefined {
+  return ctx.redis && ctx.subscriber ? { client: ctx.redis, kind: ctx.redisKind ?? "redis", hub: ctx.subscriber } : undefined;
+}
+
+/**
+ * A module instance whose data lives in one store: its startup line says where, and readiness is DOWN while the
+ * process's Redis does not answer. `redis` is the client the store uses (unset for an embedded or injected store).
+ */
+export function storeBackedInstance(opts: {
+  impls: LocalService[];
+  store: { kind: string; close(): Promise<void> };
+  redis?: RedisClient;
+  redisUrl?: string;
+}): ModuleInstance {
+  const { impls, store, redis, redisUrl } = opts;
+  return {
+    impls,
+    describe:
+      store.kind === "embedded"
+        ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)"
+        : `${store.kind}${redis && redisUrl ? ` at ${redactRedisUrl(redisUrl)}` : ""}`,
+    async health(): Promise<HealthReport> {
+      const down = redis ? await redisDownReason(redis) : undefined;
+      return down ? { status: "DOWN", details: { store: store.kind, reason: `Redis is unreachable: ${down}` } } : { status: "UP", details: { store: store.kind } };
+    },
+    close: () => store.close(),
+  };
+}

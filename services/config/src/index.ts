@@ -3,7 +3,7 @@ export { configModule, createConfigModule, type ConfigModuleOptions } from "./mo
 export { configRoutes } from "./routes.js";
 export { configSettings, configModuleSettings, CONFIG_PORTS, type ConfigLimits } from "./settings.js";
 export { loadConfigSettings, type ConfigSettings } from "./create-config-backend.js";
-export { openConfigStore, type SharedRedis } from "./open-store.js";
+export { openConfigStore } from "./open-store.js";
 export { createMemoryConfigStore } from "./store/memory-config-store.js";
 export type { ConfigStore, ConfigRecord, ConfigChange } from "./store/config-store.js";
 export { createRedisConfigStore } from "./store/redis-config-store.js";

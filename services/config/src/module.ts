@@ -1,6 +1,5 @@
 import { ConfigService } from "@gov/api";
-import { redactRedisUrl, redisDownReason } from "@gov/redis";
-import type { HealthReport, ServiceModule } from "@gov/service-kit";
+import { sharedRedisOf, storeBackedInstance, type ServiceModule } from "@gov/service-kit";
 import { createConfigService } from "./config-service.js";
 import { openConfigStore } from "./open-store.js";
 import { CONFIG_PORTS, configModuleSettings } from "./settings.js";
@@ -25,23 +24,10 @@ export function createConfigModule(options: ConfigModuleOptions = {}): ServiceMo
     limits: (s) => ({ maxRequestBytes: s.maxContentBytes, maxUploadBytes: s.maxZipBytes }),
     async create(ctx) {
       const { settings } = ctx;
-      const shared = ctx.redis && ctx.subscriber ? { client: ctx.redis, kind: ctx.redisKind ?? "redis", hub: ctx.subscriber } : undefined;
-      const store = options.store ?? (await openConfigStore(settings, shared));
+      const store = options.store ?? (await openConfigStore(settings, sharedRedisOf(ctx)));
       const impl = createConfigService({ store, namespaceRule: { requireHashTag: settings.requireHashTag }, limits: settings });
-      const redis = options.store ? undefined : ctx.redis;
-      const describe =
-        store.kind === "embedded"
-          ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)"
-          : `${store.kind}${settings.redisUrl && !options.store ? ` at ${redactRedisUrl(settings.redisUrl)}` : ""}`;
-      return {
-        impls: [{ service: ConfigService, impl }],
-        describe,
-        async health(): Promise<HealthReport> {
-          const down = redis ? await redisDownReason(redis) : undefined;
-          return down ? { status: "DOWN", details: { store: store.kind, reason: `Redis is unreachable: ${down}` } } : { status: "UP", details: { store: store.kind } };
-        },
-        close: () => store.close(),
-      };
+      // an injected store (tests) is not the process's Redis: its health is not ours to report
+      return storeBackedInstance({ impls: [{ service: ConfigService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
     },
   };
 }

@@ -1,4 +1,5 @@
-import { connectRedis, parseRedisUrl, type RedisClient, type SubscriberHub } from "@gov/redis";
+import type { SharedRedis } from "@gov/service-kit";
+import { connectRedis, parseRedisUrl } from "@gov/redis";
 import { SettingsError } from "@gov/settings";
 import type { ConfigStore } from "./store/config-store.js";
 import { createMemoryConfigStore } from "./store/memory-config-store.js";
@@ -10,12 +11,6 @@ export interface StoreSettings {
   maxVersions: number;
 }
 
-/** The process's Redis client and Pub/Sub hub (see the process runner); the store then owns neither. */
-export interface SharedRedis {
-  client: RedisClient;
-  kind: "redis" | "redis-cluster";
-  hub: SubscriberHub;
-}
 
 /**
  * Redis when REDIS_URL is set, else the embedded store (contract §1). With `shared`, the store uses the process's

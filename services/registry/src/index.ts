@@ -1,7 +1,7 @@
 export { createRegistryService, toInstance, type RegistryServiceDeps } from "./registry-service.js";
 export { registryModule, createRegistryModule, type RegistryModuleOptions } from "./module.js";
 export { registrySettings, registryModuleSettings, REGISTRY_PORTS } from "./settings.js";
-export { openRegistryStore, type SharedRedis } from "./open-store.js";
+export { openRegistryStore } from "./open-store.js";
 export { chooseWeighted } from "./choose-instance.js";
 export { watchInstances, type InstanceWatchEvent } from "./watch-instances.js";
 export { createMemoryRegistryStore } from "./store/memory-registry-store.js";

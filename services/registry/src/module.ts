@@ -1,6 +1,5 @@
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { redactRedisUrl, redisDownReason } from "@gov/redis";
-import type { HealthReport, ServiceModule } from "@gov/service-kit";
+import { sharedRedisOf, storeBackedInstance, type ServiceModule } from "@gov/service-kit";
 import { openRegistryStore } from "./open-store.js";
 import { createRegistryService } from "./registry-service.js";
 import { REGISTRY_PORTS, registryModuleSettings } from "./settings.js";
@@ -30,28 +29,15 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
     limits: () => ({ maxRequestBytes: MAX_REGISTRY_MESSAGE_BYTES }),
     async create(ctx) {
       const { settings } = ctx;
-      const shared = ctx.redis && ctx.subscriber ? { client: ctx.redis, kind: ctx.redisKind ?? "redis", hub: ctx.subscriber } : undefined;
-      const store = options.store ?? (await openRegistryStore(settings, shared));
+      const store = options.store ?? (await openRegistryStore(settings, sharedRedisOf(ctx)));
       const impl = createRegistryService({
         store,
         namespaceRule: { requireHashTag: settings.requireHashTag },
         instanceTtlMs: settings.instanceTtl,
         now: options.now,
       });
-      const redis = options.store ? undefined : ctx.redis;
-      const describe =
-        store.kind === "embedded"
-          ? "embedded in-process store (data is lost at exit; set REDIS_URL for Redis)"
-          : `${store.kind}${settings.redisUrl && !options.store ? ` at ${redactRedisUrl(settings.redisUrl)}` : ""}`;
-      return {
-        impls: [{ service: RegistryService, impl }],
-        describe,
-        async health(): Promise<HealthReport> {
-          const down = redis ? await redisDownReason(redis) : undefined;
-          return down ? { status: "DOWN", details: { store: store.kind, reason: `Redis is unreachable: ${down}` } } : { status: "UP", details: { store: store.kind } };
-        },
-        close: () => store.close(),
-      };
+      // an injected store (tests) is not the process's Redis: its health is not ours to report
+      return storeBackedInstance({ impls: [{ service: RegistryService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
     },
   };
 }

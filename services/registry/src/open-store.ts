@@ -1,4 +1,5 @@
-import { connectRedis, parseRedisUrl, type RedisClient, type SubscriberHub } from "@gov/redis";
+import type { SharedRedis } from "@gov/service-kit";
+import { connectRedis, parseRedisUrl } from "@gov/redis";
 import { SettingsError } from "@gov/settings";
 import { createMemoryRegistryStore } from "./store/memory-registry-store.js";
 import { createRedisRegistryStore } from "./store/redis-registry-store.js";
@@ -9,12 +10,6 @@ export interface StoreSettings {
   requireHashTag: boolean;
 }
 
-/** The process's Redis client and Pub/Sub hub (see the process runner); the store then owns neither. */
-export interface SharedRedis {
-  client: RedisClient;
-  kind: "redis" | "redis-cluster";
-  hub: SubscriberHub;
-}
 
 /** Redis when REDIS_URL is set, else the embedded store (contract §1), as the config service does. */
 export async function openRegistryStore(settings: StoreSettings, shared?: SharedRedis): Promise<RegistryStore> {
