@@ -4,3 +4,4 @@ export { describeWriteFailure, writeMaySend, type FailedWrite } from "./write-ou
 export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type RedisCall } from "./outage.js";
 export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type PatternSubscription } from "./subscriber-hub.js";
 export { defineScript, runScript, type LuaScript } from "./scripts.js";
+export { followChanges, type ChangeFeed, type ChangeFeedOptions } from "./change-feed.js";

@@ -1,6 +1,6 @@
 import { startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { connectRedis, createSubscriberHub, defineScript, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
+import { connectRedis, createSubscriberHub, defineScript, followChanges, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
 
 describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-server", () => {
   let redis: RedisServer;
@@ -15,6 +15,22 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     await quitQuietly(client);
     await quitQuietly(publisher);
     await redis?.stop();
+  });
+
+  it("a change feed delivers decoded changes, and a first confirmation after creation stopped waiting is a resync", async () => {
+    const hub = createSubscriberHub(client);
+    // creation does not wait at all here, so the subscription is confirmed only afterwards: followers that subscribed
+    // meanwhile may have missed events, and must be told to re-read
+    const feed = await followChanges(client, { hub, pattern: "*:feed_evt", parse: (channel, message) => `${channel} ${message}`, subscribeTimeoutMs: 0 });
+    const changes: string[] = [];
+    let resyncs = 0;
+    feed.subscribe((c) => changes.push(c), () => resyncs++);
+    expect(feed.followed).toBe(true);
+    await expect.poll(() => resyncs, { timeout: 5_000, interval: 20 }).toBe(1);
+    await publisher.publish("{x}:feed_evt", "one");
+    await expect.poll(() => changes, { timeout: 5_000, interval: 20 }).toEqual(["{x}:feed_evt one"]);
+    await feed.close();
+    await hub.close();
   });
 
   it("one hub carries several patterns, and after Redis restarts subscribes them all again, telling each subscriber", async () => {

@@ -1,6 +1,5 @@
-import type { EventEmitter } from "node:events";
 import { Cluster } from "ioredis";
-import { createSubscriberHub, quitQuietly, redisCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { followChanges, quitQuietly, redisCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
 import { type ConfigChange, type ConfigOp, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
 import { EVENT_PATTERN, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
@@ -29,9 +28,6 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
   const scripts = configScripts(client);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
   const cache = createConfigReadCache(options);
-  const listeners = new Set<(change: ConfigChange) => void>();
-  const resyncs = new Set<() => void>();
-  let everLive = false;
   let closed = false;
   /** Connection failures become StoreUnavailableError (→ unavailable), the same way for every store. */
   const call = redisCaller(client);
@@ -52,34 +48,19 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     }
   };
 
-  const onMessage = (channel: string, message: string) => {
+  const feed = await followChanges<ConfigChange>(client, {
+    hub: options.hub,
+    pattern: EVENT_PATTERN,
+    parse: parseChangeEvent,
     // Most events need no decoding: every write through this store echoes one back after it has already invalidated
     // its key, and with no watch here an event only matters to the cache if it holds something of that namespace.
-    if (listeners.size === 0 && channel.endsWith(EVENT_SUFFIX) && !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length))) return;
-    const change = parseChangeEvent(channel, message);
-    if (!change) return;
-    cache.invalidate(change.namespace, change.configId);
-    for (const l of listeners) queueMicrotask(() => l(change));
-  };
-
-  const hub = options.hub ?? createSubscriberHub(client);
-  const subscription = hub.subscribe(EVENT_PATTERN, {
-    message: onMessage,
+    skip: (channel) => channel.endsWith(EVENT_SUFFIX) && !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length)),
+    onChange: (change) => cache.invalidate(change.namespace, change.configId),
     // Events may have been missed while the subscription was down: start from an empty cache either way.
-    live: () => {
-      cache.clear(true);
-      // Back after a loss: tell followers (watches) to re-read, since Pub/Sub does not replay what was missed —
-      // once the command connection is back too, or their re-read would fail.
-      if (everLive) {
-        const announce = () => resyncs.forEach((r) => queueMicrotask(r));
-        if (client.status === "ready") announce();
-        else (client as EventEmitter).once("ready", announce);
-      }
-      everLive = true;
-    },
-    lost: () => cache.clear(false),
+    onLive: () => cache.clear(true),
+    onLost: () => cache.clear(false),
+    subscribeTimeoutMs: options.subscribeTimeoutMs,
   });
-  await Promise.race([subscription.firstLive, sleep(options.subscribeTimeoutMs ?? 5000)]);
 
   return {
     kind,
@@ -129,22 +110,13 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       const r = JSON.parse(json) as Record<string, string>;
       return { ...toRecord(r), op: r.op as ConfigOp, opTime: Number(r.opTime) };
     },
-    subscribe(listener, onResync) {
-      listeners.add(listener);
-      if (onResync) resyncs.add(onResync);
-      return () => {
-        listeners.delete(listener);
-        if (onResync) resyncs.delete(onResync);
-      };
-    },
+    subscribe: (listener, onResync) => feed.subscribe(listener, onResync),
     async close() {
       if (closed) return;
       closed = true;
-      subscription.stop();
-      listeners.clear();
-      resyncs.clear();
       cache.clear(false);
-      if (!options.hub) await Promise.all([hub.close(), quitQuietly(client)]);
+      await feed.close();
+      if (!options.hub) await quitQuietly(client);
     },
   };
 }
@@ -160,4 +132,3 @@ const toRecord = (f: Record<string, string>) => ({
   createTime: Number(f.createTime),
 });
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());

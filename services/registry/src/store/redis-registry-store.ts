@@ -1,6 +1,5 @@
-import type { EventEmitter } from "node:events";
 import { Cluster } from "ioredis";
-import { createSubscriberHub, describeWriteFailure, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { EVENT_PATTERN, eventChannel, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
 
@@ -78,32 +77,11 @@ const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) 
 export async function createRedisRegistryStore(client: RedisClient, options: RedisRegistryStoreOptions = {}): Promise<RegistryStore> {
   const scripts = registryScripts(client);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
-  const listeners = new Set<(change: RegistryChange) => void>();
-  const resyncs = new Set<() => void>();
-  let everLive = false;
   let closed = false;
   /** Connection failures become StoreUnavailableError (→ unavailable), the same way for every store. */
   const call = redisCaller(client);
 
-  const hub = options.hub ?? createSubscriberHub(client);
-  const subscription = hub.subscribe(EVENT_PATTERN, {
-    message(channel, message) {
-      const change = parseRegistryEvent(channel, message);
-      if (change) for (const l of listeners) queueMicrotask(() => l(change));
-    },
-    // Back after a loss: Pub/Sub does not replay what was missed, so followers (watches) re-read — once the command
-    // connection is back too, or their re-read would fail.
-    live() {
-      if (everLive) {
-        const announce = () => resyncs.forEach((r) => queueMicrotask(r));
-        if (client.status === "ready") announce();
-        else (client as EventEmitter).once("ready", announce);
-      }
-      everLive = true;
-    },
-    lost() {},
-  });
-  await Promise.race([subscription.firstLive, sleep(options.subscribeTimeoutMs ?? 5000)]);
+  const feed = await followChanges<RegistryChange>(client, { hub: options.hub, pattern: EVENT_PATTERN, parse: parseRegistryEvent, subscribeTimeoutMs: options.subscribeTimeoutMs });
 
   /** One MULTI over keys of one slot (so also on a Cluster); any failed reply fails the read. */
   const multi = async (build: (m: ReturnType<RedisClient["multi"]>) => unknown): Promise<unknown[]> => {
@@ -199,23 +177,13 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       }
       return dropped;
     },
-    subscribe(listener, onResync) {
-      listeners.add(listener);
-      if (onResync) resyncs.add(onResync);
-      return () => {
-        listeners.delete(listener);
-        if (onResync) resyncs.delete(onResync);
-      };
-    },
+    subscribe: (listener, onResync) => feed.subscribe(listener, onResync),
     async close() {
       if (closed) return;
       closed = true;
-      subscription.stop();
-      listeners.clear();
-      resyncs.clear();
-      if (!options.hub) await Promise.all([hub.close(), quitQuietly(client)]);
+      await feed.close();
+      if (!options.hub) await quitQuietly(client);
     },
   };
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
