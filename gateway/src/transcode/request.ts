@@ -120,6 +120,43 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
   }
 }
 
+/** A JSON value's kind, as a message names it (never the value itself, which may be large). */
+const jsonKind = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" ? "an object" : `a ${typeof v}`);
+
+/**
+ * A rule whose `body` names a map or message field: the request body is that field's JSON, bare
+ * (`{"zone": "a"}` for a map<string, string> field, not `{"metadata": {"zone": "a"}}`). An absent body is refused, not
+ * read as an empty map: a PUT that replaces the whole field must say what it is to become.
+ */
+function fieldJsonBody(req: FastifyRequest, schema: DescMessage, field: DescField): unknown {
+  const example = field.fieldKind === "map" ? '{"key": "value"} ({} for none)' : "a JSON object";
+  const raw = req.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) throw invalid(`the request body is the ${field.jsonName} itself, as JSON: send ${example}`);
+  let json: JsonValue;
+  try {
+    json = JSON.parse(raw.toString("utf8")) as JsonValue;
+  } catch (err) {
+    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)}): send the ${field.jsonName} as ${example}`);
+  }
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    throw invalid(`the request body is ${jsonKind(json)}: the body is the ${field.jsonName} itself, ${example}`);
+  }
+  if (field.fieldKind === "map" && field.mapKind === "scalar" && field.scalar === ScalarType.STRING) {
+    for (const [key, value] of Object.entries(json)) {
+      if (typeof value === "string") continue;
+      throw invalid(
+        `the value of ${JSON.stringify(excerpt(key))} is ${jsonKind(value)}: ${field.jsonName} values are strings, so quote it (${JSON.stringify(excerpt(key))}: "…"). ` +
+          `The body is the ${field.jsonName} itself, e.g. {"zone": "a"}`,
+      );
+    }
+  }
+  try {
+    return (fromJson(schema, { [field.jsonName]: json }) as unknown as Record<string, unknown>)[field.localName];
+  } catch (err) {
+    throw invalid(`the request body is not a valid ${field.jsonName}: ${(err as Error).message.replace(/^cannot decode field \S+ from JSON: /, "")}`);
+  }
+}
+
 /** multipart/form-data: file parts fill bytes fields, text parts fill scalar fields, both by their JSON or proto name. */
 async function multipartBody(req: FastifyRequest, schema: DescMessage, init: Record<string, unknown>): Promise<void> {
   await readParts(req, schema, init);
@@ -152,13 +189,14 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   if (route.body === "*" && typeof req.isMultipart === "function" && req.isMultipart()) return buildMultipartRequest(route, req);
   const schema = route.method.input;
   // Read in this order, so that a request with several problems is told about the body's first, as it always was.
-  const text = route.body !== undefined && route.body !== "*" ? textBody(req, route.body) : undefined;
+  const bodyField = route.body !== undefined && route.body !== "*" ? route.body : undefined;
+  const fieldValue = bodyField && (bodyField.fieldKind === "scalar" ? textBody(req, bodyField) : fieldJsonBody(req, schema, bodyField));
   const msg = route.body === "*" ? jsonBody(req, schema) : create(schema);
   const query = req.query as Record<string, string | string[]>;
-  const fromQuery = hasKeys(query) ? queryFields(route, query, text === undefined ? undefined : (route.body as DescField), route.body === "*" ? msg : undefined) : undefined;
+  const fromQuery = hasKeys(query) ? queryFields(route, query, bodyField, route.body === "*" ? msg : undefined) : undefined;
   const fields = msg as unknown as Record<string, unknown>;
   for (const field of route.pathFields) fields[field.localName] = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
-  if (text !== undefined) fields[(route.body as DescField).localName] = text;
+  if (bodyField) fields[bodyField.localName] = fieldValue;
   if (fromQuery !== undefined) Object.assign(msg, fromQuery);
   return msg;
 }

@@ -32,14 +32,12 @@ export interface Registration {
  * the server no longer has the instance (it expired or was removed): register again at once. Any other failure
  * (unavailable, a timeout …) is retried with backoff until close().
  */
-export async function startRegistration(deps: RegistrationDeps, options: RegisterOptions): Promise<Registration> {
-  const { client, namespace, callTimeoutMs, emit } = deps;
-  const serviceId = options.serviceId ?? deps.serviceId;
+/** What RegisterInstance (and the first keepalive message) sends for `options`, and the TTL it asks for. */
+export function registerRequestOf(deps: Pick<RegistrationDeps, "namespace" | "serviceId" | "ttlMs">, options: RegisterOptions) {
   const ttlMs = options.ttlMs ?? deps.ttlMs;
-  const renewEveryMs = deps.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3));
   const request = {
-    namespace,
-    serviceId,
+    namespace: deps.namespace,
+    serviceId: options.serviceId ?? deps.serviceId,
     schema: options.schema,
     host: options.host,
     port: options.port,
@@ -48,6 +46,23 @@ export async function startRegistration(deps: RegistrationDeps, options: Registe
     // Sent explicitly so that the client knows when to renew (the register answer does not carry the TTL).
     ttl: create(DurationSchema, { seconds: BigInt(Math.floor(ttlMs / 1000)), nanos: (ttlMs % 1000) * 1_000_000 }),
   };
+  return { request, ttlMs };
+}
+
+/** Deregisters; not_found (already gone: expired, or removed by someone else) counts as done. */
+export async function deregister(client: Client<typeof RegistryService>, target: { namespace: string; serviceId: string; instanceId: string }, timeoutMs: number): Promise<void> {
+  try {
+    await client.deregisterInstance(target, { timeoutMs });
+  } catch (e) {
+    if (ConnectError.from(e).code !== Code.NotFound) throw e;
+  }
+}
+
+export async function startRegistration(deps: RegistrationDeps, options: RegisterOptions): Promise<Registration> {
+  const { client, namespace, callTimeoutMs, emit } = deps;
+  const { request, ttlMs } = registerRequestOf(deps, options);
+  const { serviceId } = request;
+  const renewEveryMs = deps.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3));
   const { instanceId } = await client.registerInstance(request, { timeoutMs: callTimeoutMs });
   emit({ type: "registered", instanceId });
 
@@ -99,11 +114,7 @@ export async function startRegistration(deps: RegistrationDeps, options: Registe
         stop.abort();
         await loop;
         state = "closed";
-        try {
-          await client.deregisterInstance({ namespace, serviceId, instanceId }, { timeoutMs: callTimeoutMs });
-        } catch (e) {
-          if (ConnectError.from(e).code !== Code.NotFound) throw e;
-        }
+        await deregister(client, { namespace, serviceId, instanceId }, callTimeoutMs);
         emit({ type: "deregistered", instanceId });
       })();
       return closing;

@@ -6,6 +6,7 @@ import { withConsumerHeader } from "./consumer-header.js";
 import { ServiceCache } from "./discovery.js";
 import { ClientClosedError, NoInstanceError } from "./errors.js";
 import { toNamespace } from "./namespace.js";
+import { startKeepaliveRegistration } from "./keepalive-registration.js";
 import { startRegistration, type Registration } from "./registration.js";
 import type { RegisterOptions, RegistryEvent, ServiceInstance } from "./types.js";
 
@@ -26,12 +27,23 @@ export interface RegistryClientOptions {
   callTimeoutMs?: number;
   /** Backoff of renewals and watch reconnects after a failure. */
   retry?: RetryOptions;
+  /**
+   * Keep registered instances alive through the registry's Keepalive stream instead of renewal calls: no renew timer
+   * in this process, and an instance whose process dies expires one TTL later. The stream needs HTTP/2: give the
+   * registry's gRPC (h2c) port as `baseUrl` (e.g. http://localhost:9090; Connect over HTTP/2 is used), or an HTTP/2
+   * `transport` (createGrpcTransport, or createConnectTransport with httpVersion "2"). A broken stream is reopened
+   * with backoff. Discovery and deregistration still use `transport`/`baseUrl`.
+   */
+  keepalive?: { baseUrl: string } | { transport: Transport };
 }
 
 export interface RegistryClient {
   /** The namespace as sent (a plain name converted to `{name}`). */
   readonly namespace: string;
-  /** Registers an instance and renews it until `close()` (or its own `close()`). Server refusals reject as ConnectError. */
+  /**
+   * Registers an instance and keeps it alive (renewals, or the keepalive stream with the `keepalive` option) until
+   * `close()` (or its own `close()`). Server refusals reject as ConnectError.
+   */
   register(options: RegisterOptions): Promise<Registration>;
   /** Live instances of a service, from the cache (the first call opens its watch and waits for the first answer). */
   instances(serviceId: string): Promise<readonly ServiceInstance[]>;
@@ -73,6 +85,12 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
     emit,
   };
 
+  const keepalive = options.keepalive;
+  const keepaliveDeps = keepalive && {
+    ...regDeps,
+    keepaliveClient: createClient(RegistryService, "transport" in keepalive ? keepalive.transport : createConnectTransport({ baseUrl: keepalive.baseUrl, httpVersion: "2" })),
+  };
+
   const cacheOf = async (serviceId: string): Promise<ServiceCache> => {
     let cache = caches.get(serviceId);
     if (cache?.isLoaded) return cache; // the steady state: no await, no I/O
@@ -91,7 +109,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
     namespace,
     async register(opts) {
       if (closing.signal.aborted) throw new ClientClosedError();
-      const registration = await startRegistration(regDeps, opts);
+      const registration = keepaliveDeps ? await startKeepaliveRegistration(keepaliveDeps, opts) : await startRegistration(regDeps, opts);
       if (closing.signal.aborted) {
         // close() ran while the registration was on its way: undo it rather than leave it renewing.
         await registration.close();

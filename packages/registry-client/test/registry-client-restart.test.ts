@@ -12,10 +12,10 @@ import { countingTransport } from "./support.js";
 describe("registry client across a registry restart", () => {
   const gateways: RegistryGateway[] = [];
   const clients: RegistryClient[] = [];
-  const start = async (port: number) => {
+  const start = async (port: number, grpcPort = 0) => {
     const g = await createRegistryGateway(createMemoryRegistryStore());
     gateways.push(g);
-    await g.proc.listen({ port, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+    await g.proc.listen({ port, grpcPort, managementPort: 0, host: "127.0.0.1" });
     return g;
   };
   afterEach(async () => {
@@ -56,5 +56,34 @@ describe("registry client across a registry restart", () => {
     await vi.waitFor(async () => expect((await b.instances("order")).map((i) => i.instanceId)).toEqual([instanceId]), { timeout: 5000, interval: 10 });
     expect((await remote.listInstances({ namespace, serviceId: "order" })).instances.map((i) => i.instanceId)).toEqual([instanceId]);
     expect(new Set(counted.log.calls.map((c) => c.method))).toEqual(new Set(["WatchInstances"])); // reconnects only, no polling
+  });
+
+  it("keepalive mode: the stream breaks with the registry, reconnects with backoff and registers the instance again", async () => {
+    const [port, grpcPort] = [await freePort(), await freePort()];
+    const url = `http://127.0.0.1:${port}`;
+    const namespace = ns("karestart-");
+    const first = await start(port, grpcPort);
+    const events: RegistryEvent[] = [];
+    const a = createRegistryClient({ baseUrl: url, keepalive: { baseUrl: `http://127.0.0.1:${grpcPort}` }, namespace, serviceId: "order", ttlMs: 1000, retry: { initialMs: 50, maxMs: 200 } });
+    clients.push(a);
+    a.on((e) => events.push(e));
+    const registration = await a.register({ schema: "http", host: "10.0.0.1", port: 8080 });
+
+    await first.close();
+    await vi.waitFor(() => expect(events.some((e) => e.type === "renew-failed" && e.retryInMs > 0)).toBe(true), { timeout: 5000, interval: 10 });
+    expect(registration.state).toBe("retrying");
+
+    // The new process knows nothing: the reopened stream's first message registers the instance there.
+    await start(port, grpcPort);
+    await vi.waitFor(() => expect(events.some((e) => e.type === "re-registered")).toBe(true), { timeout: 5000, interval: 10 });
+    const remote = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+    expect((await remote.listInstances({ namespace, serviceId: "order" })).instances.map((i) => i.instanceId)).toEqual([registration.instanceId]);
+    await vi.waitFor(() => expect(registration.state).toBe("registered"), { timeout: 2000, interval: 10 });
+
+    // It keeps renewing through the new stream; close() ends it and deregisters.
+    const renewed = events.filter((e) => e.type === "renewed").length;
+    await vi.waitFor(() => expect(events.filter((e) => e.type === "renewed").length).toBeGreaterThan(renewed), { timeout: 3000, interval: 10 });
+    await a.close();
+    expect((await remote.listInstances({ namespace, serviceId: "order" })).instances).toEqual([]);
   });
 });

@@ -6,6 +6,7 @@ import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js";
 import { reflectionRoutes } from "./grpc/reflection.js";
+import { refuseFullDuplexOnHttp1 } from "./grpc/full-duplex.js";
 import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
@@ -109,6 +110,7 @@ function connectRoutes(routes: (router: ConnectRouter) => void, grpc?: { serving
       reflectionRoutes([...served, Health])(router);
       healthRoutes(served.map((s) => s.typeName), grpc.serving, grpc.closing)(router);
     }
+    refuseFullDuplexOnHttp1(router); // in the contract's shape, not Connect-ES's bare 505
     fixRequestErrors(router, guards); // inside the wire fixes, which must see the corrected status
     applyWireFixes(router);
   };

@@ -10,6 +10,7 @@ import {
   RegistryService,
   ServiceStatSchema,
   WatchInstancesResponseSchema,
+  WatchServicesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
@@ -28,6 +29,7 @@ import {
   instanceIdOf,
 } from "./validation.js";
 import { watchInstances } from "./watch-instances.js";
+import { watchServices } from "./watch-services.js";
 
 export interface RegistryServiceDeps {
   store: RegistryStore;
@@ -194,6 +196,13 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
           ...("instance" in e ? { instanceId: e.instance.instanceId, instance: toInstance(e.instance) } : {}),
           ...("instanceId" in e ? { instanceId: e.instanceId } : {}),
         });
+      }
+    },
+
+    async *watchServices(req, ctx: HandlerContext) {
+      checkTarget(req.namespace);
+      for await (const e of watchServices(store, req.namespace, ctx.signal)) {
+        yield create(WatchServicesResponseSchema, "serviceIds" in e ? { op: e.op, serviceIds: e.serviceIds } : { op: e.op, serviceId: e.serviceId });
       }
     },
 

@@ -16,8 +16,8 @@ const MAX_HOST = 255;
 const MAX_METADATA_KEY = 256;
 const MAX_METADATA_VALUE = 4096;
 const MAX_METADATA_ENTRIES = 256;
-/** `GET …/services/stats` is the statistics route: a service of that name could not be told apart in REST paths. */
-const RESERVED_SERVICE_IDS = new Set(["stats"]);
+/** `GET …/services/stats` and `GET …/services/watch` are routes: a service of either name could not be told apart in REST paths. */
+const RESERVED_SERVICE_IDS = new Set(["stats", "watch"]);
 const ID_FORMAT = "{serviceId}@{schema}#{host}#{port}, e.g. order@http#10.0.0.1#8080 (in a URL send # as %23: order@http%2310.0.0.1%238080)";
 
 /** Rules for naming a service in any call. */
@@ -33,7 +33,7 @@ export function checkServiceId(serviceId: string): void {
 /** Rules for creating a service (PUT service, register): also refuses the reserved names. */
 export function checkWritableServiceId(serviceId: string): void {
   checkServiceId(serviceId);
-  if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/stats is the statistics route): choose another name`);
+  if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/${serviceId} is a route of its own): choose another name`);
 }
 
 export function checkSchema(schema: string): void {

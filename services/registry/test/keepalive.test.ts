@@ -207,6 +207,45 @@ for (const target of storeTargets()) {
   });
 }
 
+describe("keepalive over HTTP/1.1", () => {
+  let gw: RegistryGateway;
+  let url: string;
+  beforeAll(async () => {
+    gw = await createRegistryGateway(await storeTargets()[0].open());
+    ({ url } = await gw.listen());
+  });
+  afterAll(async () => gw?.close());
+
+  const needsHttp2 = /Keepalive is a bidirectional stream and needs HTTP\/2.*call it over gRPC, or Connect over HTTP\/2, on the gRPC port/;
+  const post = (contentType: string) =>
+    fetch(`${url}/gov.registry.v1.RegistryService/Keepalive`, { method: "POST", headers: { "content-type": contentType }, body: envelope(new TextEncoder().encode("{}")) });
+
+  it("is refused in each protocol's error shape, saying it needs HTTP/2 and where to get it, instead of a bare 505", async () => {
+    // Connect streaming: the error is the end-of-stream message.
+    let res = await post("application/connect+json");
+    expect([res.status, res.headers.get("connection")]).toEqual([200, "close"]);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    expect(bytes[0]).toBe(0x02);
+    expect(JSON.parse(new TextDecoder().decode(bytes.subarray(5)))).toEqual({ error: { code: "failed_precondition", message: expect.stringMatching(needsHttp2) } });
+    // gRPC-Web: grpc-status 9 (failed_precondition) in the trailer frame.
+    res = await post("application/grpc-web+proto");
+    const trailer = new TextDecoder().decode(new Uint8Array(await res.arrayBuffer()).subarray(5));
+    expect(trailer).toMatch(/grpc-status: 9\r\n/);
+    expect(decodeURIComponent(/grpc-message: (.*)\r\n/.exec(trailer)![1])).toMatch(needsHttp2);
+    // Anything else (curl, plain JSON): the contract's {code, message} with failed_precondition's 412.
+    res = await post("application/json");
+    expect([res.status, res.headers.get("content-type"), await res.json()]).toEqual([412, "application/json", { code: "failed_precondition", message: expect.stringMatching(needsHttp2) }]);
+  });
+
+  it("a Connect client configured for HTTP/1.1 gets failed_precondition with the same message", async () => {
+    const client = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+    const ka = openKeepalive(client, { namespace: ns("h1"), serviceId: "s", schema: "http", host: "h", port: 1, ttl });
+    const e = await ka.done;
+    expect([e?.code, e?.rawMessage]).toEqual([Code.FailedPrecondition, expect.stringMatching(needsHttp2)]);
+    expect(ka.answers).toEqual([]);
+  });
+});
+
 describe("keepalive while the registry shuts down", () => {
   it("the stream ends with unavailable and the instance is left to expire one ttl later, for another replica to keep", async () => {
     const store = await storeTargets()[0].open(); // embedded: it outlives the process that owned it only in this test

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRegistryGateway, ns, registryClients, seg, storeTargets, type RegistryGateway } from "./harness.js";
+import { createRegistryGateway, ns, readSse, registryClients, seg, storeTargets, type RegistryGateway } from "./harness.js";
 
 for (const target of storeTargets()) {
   describe.skipIf(target.skip)(`registry over Connect, gRPC-Web and gRPC on the ${target.name} store`, () => {
@@ -50,26 +50,12 @@ for (const target of storeTargets()) {
           rpcOps.push(m.instances.length || m.op === "current" ? `${m.op}:${m.instances.length}` : `${m.op}:${m.instanceId}`);
         }
       })().catch(() => undefined);
-      const sse = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/services/w/instances/watch`, { signal: stop.signal });
-      expect([sse.status, sse.headers.get("content-type")]).toEqual([200, expect.stringMatching(/^text\/event-stream/)]);
       const sseOps: string[] = [];
-      const reader = sse.body!.getReader();
-      const decoder = new TextDecoder();
-      let buffer = "";
-      const sseRead = (async () => {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) return;
-          buffer += decoder.decode(value, { stream: true });
-          for (let i = buffer.indexOf("\n\n"); i >= 0; i = buffer.indexOf("\n\n")) {
-            const data = /^data: (.*)$/m.exec(buffer.slice(0, i))?.[1];
-            buffer = buffer.slice(i + 2);
-            if (!data) continue;
-            const m = JSON.parse(data) as { op: string; instanceId: string; instances: unknown[] };
-            sseOps.push(m.op === "current" || m.op === "resync" ? `${m.op}:${m.instances.length}` : `${m.op}:${m.instanceId}`);
-          }
-        }
-      })().catch(() => undefined);
+      const sse = await readSse(`${urls.url}/v1/namespaces/${seg(n)}/services/w/instances/watch`, stop.signal, (data) => {
+        const m = data as { op: string; instanceId: string; instances: unknown[] };
+        sseOps.push(m.op === "current" || m.op === "resync" ? `${m.op}:${m.instances.length}` : `${m.op}:${m.instanceId}`);
+      });
+      expect([sse.status, sse.contentType]).toEqual([200, expect.stringMatching(/^text\/event-stream/)]);
       try {
         await expect.poll(() => [rpcOps, sseOps], { timeout: 2000 }).toEqual([["current:1"], ["current:1"]]);
         const started = Date.now();
@@ -86,8 +72,62 @@ for (const target of storeTargets()) {
         expect(Date.now() - started).toBeLessThan(1000 + 1000);
       } finally {
         stop.abort();
-        await Promise.all([rpc, sseRead]);
+        await Promise.all([rpc, sse.done]);
       }
+    });
+
+    it("a Connect watch and a REST (SSE) watch of the service list deliver add and remove within 1 s", async () => {
+      const n = ns("svcwatch");
+      const [{ client }] = registryClients(urls);
+      await client.putService({ namespace: n, serviceId: "existing" });
+      const stop = new AbortController();
+      const rpcOps: string[] = [];
+      const sseOps: string[] = [];
+      const opOf = (m: { op: string; serviceId: string; serviceIds?: string[] }) => (m.op === "current" || m.op === "resync" ? `${m.op}:${(m.serviceIds ?? []).join(",")}` : `${m.op}:${m.serviceId}`);
+      const rpc = (async () => {
+        for await (const m of client.watchServices({ namespace: n }, { signal: stop.signal })) rpcOps.push(opOf(m));
+      })().catch(() => undefined);
+      const sse = await readSse(`${urls.url}/v1/namespaces/${seg(n)}/services/watch`, stop.signal, (m) => sseOps.push(opOf(m as never)));
+      expect([sse.status, sse.contentType]).toEqual([200, expect.stringMatching(/^text\/event-stream/)]);
+      try {
+        await expect.poll(() => [rpcOps, sseOps], { timeout: 2000 }).toEqual([["current:existing"], ["current:existing"]]);
+        let at = Date.now();
+        await client.putService({ namespace: n, serviceId: "pay" }); // added by PutService
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["add:pay", "add:pay"]);
+        expect(Date.now() - at).toBeLessThan(1000);
+        at = Date.now();
+        await client.registerInstance({ namespace: n, serviceId: "order", schema: "http", host: "h", port: 1 }); // added by a registration
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["add:order", "add:order"]);
+        expect(Date.now() - at).toBeLessThan(1000);
+        at = Date.now();
+        await client.deleteService({ namespace: n, serviceId: "existing" });
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["remove:existing", "remove:existing"]);
+        expect(Date.now() - at).toBeLessThan(1000);
+        // Writes that change no service (another registration, a renewal, a second PutService) send nothing.
+        await client.registerInstance({ namespace: n, serviceId: "order", schema: "http", host: "h2", port: 1 });
+        await client.putService({ namespace: n, serviceId: "pay" });
+        await client.putService({ namespace: n, serviceId: "last" });
+        const expected = ["current:existing", "add:pay", "add:order", "remove:existing", "add:last"];
+        await expect.poll(() => [rpcOps, sseOps], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);
+        // Another namespace's changes are not this watch's.
+        await client.putService({ namespace: ns("other"), serviceId: "elsewhere" });
+        await client.putService({ namespace: n, serviceId: "final" });
+        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["add:final", "add:final"]);
+        expect(rpcOps).toEqual([...expected, "add:final"]);
+      } finally {
+        stop.abort();
+        await Promise.all([rpc, sse.done]);
+      }
+    });
+
+    it("the service-list watch refuses a namespace without a hash tag (REST 400, Connect invalid_argument)", async () => {
+      const [{ client }] = registryClients(urls);
+      const res = await fetch(`${urls.url}/v1/namespaces/dev/services/watch`);
+      expect([res.status, ((await res.json()) as { code: string }).code]).toEqual([400, "invalid_argument"]);
+      const err = await (async () => {
+        for await (const _ of client.watchServices({ namespace: "dev" })) return undefined;
+      })().catch((e: unknown) => ConnectError.from(e));
+      expect([err?.code, err?.rawMessage]).toEqual([Code.InvalidArgument, expect.stringContaining("hash tag")]);
     });
   });
 }

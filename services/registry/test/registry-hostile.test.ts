@@ -57,8 +57,9 @@ async function nonReadingWatcher(): Promise<() => void> {
 
 /**
  * The suite sends every RPC to the HTTP/1.1 listener too, where a bidirectional stream (Keepalive) cannot run at all:
- * Connect-ES answers it there with a bare 505 before any of our code, so it is left out here and its hostile input
- * is tested on the listeners that serve it (h2c) in keepalive.test.ts. (Open: that 505 has no {code, message} body.)
+ * every request for it there is refused with failed_precondition ("needs HTTP/2") before its body is read, so it is
+ * left out here; its hostile input is tested on the listeners that serve it (h2c), and that refusal, in
+ * keepalive.test.ts.
  */
 const unaryAndServerStreams = { ...RegistryService, methods: RegistryService.methods.filter((m) => m.methodKind !== "bidi_streaming") };
 

@@ -12,7 +12,7 @@ import { registrySettings } from "../src/settings.js";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
 import { testSources } from "./harness.js";
 
-// The seed's service endpoints, exactly (method, path), plus renew and the watch.
+// The seed's service endpoints, exactly (method, path), plus renew and the two watches.
 const SEED = [
   ["GET", "/v1/namespaces/{namespace}/services"],
   ["PUT", "/v1/namespaces/{namespace}/services/{service_id}"],
@@ -25,10 +25,11 @@ const SEED = [
   ["GET", "/v1/namespaces/{namespace}/services/{service_id}/lb"],
   ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/renew"],
   ["GET", "/v1/namespaces/{namespace}/services/{service_id}/instances/watch"],
+  ["GET", "/v1/namespaces/{namespace}/services/watch"],
 ];
 
 type Schema = Record<string, unknown>;
-type Operation = { operationId: string; summary: string; parameters: { name: string; description?: string }[]; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
+type Operation = { operationId: string; summary: string; requestBody?: { description?: string; content: Record<string, { schema: Schema }> }; parameters: { name: string; description?: string }[]; responses: Record<string, { content?: Record<string, { schema: Schema }> }> };
 type Doc = { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, { required?: string[]; properties: Record<string, Schema> }> } };
 
 describe("the registry's REST surface derives from the proto, in the all-in-one process's OpenAPI document", () => {
@@ -72,6 +73,11 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
     expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(
       ["instanceId", "serviceId", "schema", "host", "port", "weight", "isEphemeral", "ttlAt", "metadata", "isExpired"],
     );
+    // The metadata PUT's body is the bare map, as JSON.
+    const metadata = doc.paths["/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/metadata"].put.requestBody;
+    expect(Object.keys(metadata!.content)).toEqual(["application/json"]);
+    expect(metadata!.content["application/json"].schema).toMatchObject({ type: "object", additionalProperties: { type: "string" } });
+    expect(metadata!.description).toMatch(/^The metadata itself, as JSON/);
     const instanceId = doc.paths["/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}"].delete.parameters.find((p) => p.name === "instance_id");
     expect(instanceId?.description).toContain("%23");
   });

@@ -48,7 +48,7 @@ describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test
       await inject("DELETE", `${base}/s`),
       await inject("DELETE", `${base}/s/instances/${id}`),
       await inject("PUT", `${base}/s/instances/${id}/renew`),
-      await inject("PUT", `${base}/s/instances/${id}/metadata`, { metadata: {} }),
+      await inject("PUT", `${base}/s/instances/${id}/metadata`, {}),
     ]) {
       expect([r.statusCode, r.json()]).toEqual([503, { code: "unavailable", message: expect.stringMatching(/Redis .*is unavailable/i) }]);
     }

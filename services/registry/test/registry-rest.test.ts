@@ -76,14 +76,39 @@ for (const target of storeTargets()) {
       r = await req("PUT", inst(n, "s", "s@grpc#h#9001", "/renew"));
       expect([r.statusCode, r.json().code]).toEqual([404, "not_found"]);
 
-      r = await req("PUT", inst(n, "s", id, "/metadata"), { metadata: { b: "2", c: "3" } });
+      // The body is the map itself (the seed's and CoSky's shape).
+      r = await req("PUT", inst(n, "s", id, "/metadata"), { b: "2", c: "3", metadata: "a key like any other" });
       expect([r.statusCode, r.json()]).toEqual([200, true]);
-      expect((await req("GET", svc(n, "s", "/instances"))).json()[0].metadata).toEqual({ b: "2", c: "3" });
+      expect((await req("GET", svc(n, "s", "/instances"))).json()[0].metadata).toEqual({ b: "2", c: "3", metadata: "a key like any other" });
       r = await req("PUT", inst(n, "s", id, "/metadata"), {});
       expect([r.statusCode, r.json()]).toEqual([200, true]);
       expect((await req("GET", svc(n, "s", "/instances"))).json()[0].metadata).toEqual({});
-      r = await req("PUT", inst(n, "s", "s@grpc#h#1", "/metadata"), { metadata: { a: "b" } });
-      expect(r.statusCode).toBe(404);
+      r = await req("PUT", inst(n, "s", "s@grpc#h#1", "/metadata"), { a: "b" });
+      expect([r.statusCode, r.json().code]).toEqual([404, "not_found"]);
+    });
+
+    it("metadata bodies that are not a map of strings → 400 that says how to fix it; nothing changes", async () => {
+      const n = ns();
+      await req("PUT", svc(n, "s", "/instances"), { schema: "http", host: "h", port: 1, metadata: { keep: "me" } });
+      const url = inst(n, "s", "s@http#h#1", "/metadata");
+      const cases: [unknown, RegExp][] = [
+        [{ port: 81 }, /value of "port" is a number: metadata values are strings, so quote it \("port": "…"\)/],
+        [{ on: true }, /value of "on" is a boolean: .*quote it/],
+        [{ gone: null }, /value of "gone" is null/],
+        [{ metadata: { zone: "a" } }, /value of "metadata" is an object: .*The body is the metadata itself, e.g. \{"zone": "a"\}/],
+        [["zone", "a"], /the request body is an array: the body is the metadata itself, \{"key": "value"\}/],
+        ['"zone=a"', /the request body is a string/],
+        ["{not json", /not valid JSON .*send the metadata as \{"key": "value"\}/],
+        [{ _sys: "x" }, /"_sys" starts with "_", which is reserved/],
+      ];
+      for (const [body, message] of cases) {
+        const r = await req("PUT", url, body);
+        expect([JSON.stringify(body), r.statusCode, r.json().code]).toEqual([JSON.stringify(body), 400, "invalid_argument"]);
+        expect(r.json().message).toMatch(message);
+      }
+      const empty = await gw.proc.http.inject({ method: "PUT", url, headers: { "content-type": "application/json" } });
+      expect([empty.statusCode, empty.json().message]).toEqual([400, expect.stringMatching(/the request body is the metadata itself, as JSON: send \{"key": "value"\} \(\{\} for none\)/)]);
+      expect((await req("GET", svc(n, "s", "/instances"))).json()[0].metadata).toEqual({ keep: "me" });
     });
 
     it("put service → true then false; delete refuses (412) while live instances remain; unknown → 404", async () => {
@@ -153,6 +178,8 @@ for (const target of storeTargets()) {
         expect(r.json().message).toMatch(message);
       }
       let r = await req("PUT", svc(n, "stats"));
+      expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
+      r = await req("PUT", svc(n, "watch", "/instances"), { schema: "http", host: "h", port: 1 });
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
       r = await req("PUT", svc(n, "a#b"));
       expect(r.statusCode).toBe(400);

@@ -13,7 +13,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file gov/registry/v1/registry.proto.
  */
 export const file_gov_registry_v1_registry: GenFile = /*@__PURE__*/
-  fileDesc("Ch5nb3YvcmVnaXN0cnkvdjEvcmVnaXN0cnkucHJvdG8SD2dvdi5yZWdpc3RyeS52MSKxAgoISW5zdGFuY2USEwoLaW5zdGFuY2VfaWQYASABKAkSEgoKc2VydmljZV9pZBgCIAEoCRIOCgZzY2hlbWEYAyABKAkSDAoEaG9zdBgEIAEoCRIMCgRwb3J0GAUgASgFEg4KBndlaWdodBgGIAEoBRIUCgxpc19lcGhlbWVyYWwYByABKAgSKgoGdHRsX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI5CghtZXRhZGF0YRgJIAMoCzInLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZS5NZXRhZGF0YUVudHJ5EhIKCmlzX2V4cGlyZWQYCiABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIigKE0xpc3RTZXJ2aWNlc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIisKFExpc3RTZXJ2aWNlc1Jlc3BvbnNlEhMKC3NlcnZpY2VfaWRzGAEgAygJIjoKEVB1dFNlcnZpY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIiUKElB1dFNlcnZpY2VSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgIIj0KFERlbGV0ZVNlcnZpY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIigKFURlbGV0ZVNlcnZpY2VSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIj0KFExpc3RJbnN0YW5jZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIkUKFUxpc3RJbnN0YW5jZXNSZXNwb25zZRIsCglpbnN0YW5jZXMYASADKAsyGS5nb3YucmVnaXN0cnkudjEuSW5zdGFuY2Ui2wIKF1JlZ2lzdGVySW5zdGFuY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJEg4KBnNjaGVtYRgDIAEoCRIMCgRob3N0GAQgASgJEgwKBHBvcnQYBSABKAUSEwoGd2VpZ2h0GAYgASgFSACIAQESGQoMaXNfZXBoZW1lcmFsGAcgASgISAGIAQESSAoIbWV0YWRhdGEYCCADKAsyNi5nb3YucmVnaXN0cnkudjEuUmVnaXN0ZXJJbnN0YW5jZVJlcXVlc3QuTWV0YWRhdGFFbnRyeRImCgN0dGwYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB193ZWlnaHRCDwoNX2lzX2VwaGVtZXJhbCJDChhSZWdpc3Rlckluc3RhbmNlUmVzcG9uc2USEgoKcmVnaXN0ZXJlZBgBIAEoCBITCgtpbnN0YW5jZV9pZBgCIAEoCSJXChlEZXJlZ2lzdGVySW5zdGFuY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJEhMKC2luc3RhbmNlX2lkGAMgASgJIi0KGkRlcmVnaXN0ZXJJbnN0YW5jZVJlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgiUgoUUmVuZXdJbnN0YW5jZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkSEwoLaW5zdGFuY2VfaWQYAyABKAkiVAoVUmVuZXdJbnN0YW5jZVJlc3BvbnNlEg8KB3JlbmV3ZWQYASABKAgSKgoGdHRsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLWAQoaU2V0SW5zdGFuY2VNZXRhZGF0YVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkSEwoLaW5zdGFuY2VfaWQYAyABKAkSSwoIbWV0YWRhdGEYBCADKAsyOS5nb3YucmVnaXN0cnkudjEuU2V0SW5zdGFuY2VNZXRhZGF0YVJlcXVlc3QuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLgobU2V0SW5zdGFuY2VNZXRhZGF0YVJlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgiKwoWR2V0U2VydmljZVN0YXRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkiOQoLU2VydmljZVN0YXQSEgoKc2VydmljZV9pZBgBIAEoCRIWCg5pbnN0YW5jZV9jb3VudBgCIAEoBSJGChdHZXRTZXJ2aWNlU3RhdHNSZXNwb25zZRIrCgVzdGF0cxgBIAMoCzIcLmdvdi5yZWdpc3RyeS52MS5TZXJ2aWNlU3RhdCI+ChVDaG9vc2VJbnN0YW5jZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkiRQoWQ2hvb3NlSW5zdGFuY2VSZXNwb25zZRIrCghpbnN0YW5jZRgBIAEoCzIZLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZSI+ChVXYXRjaEluc3RhbmNlc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkiqAEKFldhdGNoSW5zdGFuY2VzUmVzcG9uc2USCgoCb3AYASABKAkSEgoKc2VydmljZV9pZBgCIAEoCRITCgtpbnN0YW5jZV9pZBgDIAEoCRIrCghpbnN0YW5jZRgEIAEoCzIZLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZRIsCglpbnN0YW5jZXMYBSADKAsyGS5nb3YucmVnaXN0cnkudjEuSW5zdGFuY2UiTgoQS2VlcGFsaXZlUmVxdWVzdBI6CghyZWdpc3RlchgBIAEoCzIoLmdvdi5yZWdpc3RyeS52MS5SZWdpc3Rlckluc3RhbmNlUmVxdWVzdCJUChFLZWVwYWxpdmVSZXNwb25zZRITCgtpbnN0YW5jZV9pZBgBIAEoCRIqCgZ0dGxfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wMp8QCg9SZWdpc3RyeVNlcnZpY2USmAEKDExpc3RTZXJ2aWNlcxIkLmdvdi5yZWdpc3RyeS52MS5MaXN0U2VydmljZXNSZXF1ZXN0GiUuZ292LnJlZ2lzdHJ5LnYxLkxpc3RTZXJ2aWNlc1Jlc3BvbnNlIjuQAgGC0+STAjJiC3NlcnZpY2VfaWRzEiMvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9zZXJ2aWNlcxKYAQoKUHV0U2VydmljZRIiLmdvdi5yZWdpc3RyeS52MS5QdXRTZXJ2aWNlUmVxdWVzdBojLmdvdi5yZWdpc3RyeS52MS5QdXRTZXJ2aWNlUmVzcG9uc2UiQYLT5JMCO2IHY3JlYXRlZBowL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9EqEBCg1EZWxldGVTZXJ2aWNlEiUuZ292LnJlZ2lzdHJ5LnYxLkRlbGV0ZVNlcnZpY2VSZXF1ZXN0GiYuZ292LnJlZ2lzdHJ5LnYxLkRlbGV0ZVNlcnZpY2VSZXNwb25zZSJBgtPkkwI7YgdyZW1vdmVkKjAvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9zZXJ2aWNlcy97c2VydmljZV9pZH0SsAEKDUxpc3RJbnN0YW5jZXMSJS5nb3YucmVnaXN0cnkudjEuTGlzdEluc3RhbmNlc1JlcXVlc3QaJi5nb3YucmVnaXN0cnkudjEuTGlzdEluc3RhbmNlc1Jlc3BvbnNlIlCQAgGC0+STAkdiCWluc3RhbmNlcxI6L3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2luc3RhbmNlcxK6AQoQUmVnaXN0ZXJJbnN0YW5jZRIoLmdvdi5yZWdpc3RyeS52MS5SZWdpc3Rlckluc3RhbmNlUmVxdWVzdBopLmdvdi5yZWdpc3RyeS52MS5SZWdpc3Rlckluc3RhbmNlUmVzcG9uc2UiUYLT5JMCSzoBKmIKcmVnaXN0ZXJlZBo6L3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2luc3RhbmNlcxLIAQoSRGVyZWdpc3Rlckluc3RhbmNlEiouZ292LnJlZ2lzdHJ5LnYxLkRlcmVnaXN0ZXJJbnN0YW5jZVJlcXVlc3QaKy5nb3YucmVnaXN0cnkudjEuRGVyZWdpc3Rlckluc3RhbmNlUmVzcG9uc2UiWYLT5JMCU2IHcmVtb3ZlZCpIL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2luc3RhbmNlcy97aW5zdGFuY2VfaWR9Er8BCg1SZW5ld0luc3RhbmNlEiUuZ292LnJlZ2lzdHJ5LnYxLlJlbmV3SW5zdGFuY2VSZXF1ZXN0GiYuZ292LnJlZ2lzdHJ5LnYxLlJlbmV3SW5zdGFuY2VSZXNwb25zZSJfgtPkkwJZYgdyZW5ld2VkGk4vdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9zZXJ2aWNlcy97c2VydmljZV9pZH0vaW5zdGFuY2VzL3tpbnN0YW5jZV9pZH0vcmVuZXcS1wEKE1NldEluc3RhbmNlTWV0YWRhdGESKy5nb3YucmVnaXN0cnkudjEuU2V0SW5zdGFuY2VNZXRhZGF0YVJlcXVlc3QaLC5nb3YucmVnaXN0cnkudjEuU2V0SW5zdGFuY2VNZXRhZGF0YVJlc3BvbnNlImWC0+STAl86ASpiB2NoYW5nZWQaUS92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfS9pbnN0YW5jZXMve2luc3RhbmNlX2lkfS9tZXRhZGF0YRKhAQoPR2V0U2VydmljZVN0YXRzEicuZ292LnJlZ2lzdHJ5LnYxLkdldFNlcnZpY2VTdGF0c1JlcXVlc3QaKC5nb3YucmVnaXN0cnkudjEuR2V0U2VydmljZVN0YXRzUmVzcG9uc2UiO5ACAYLT5JMCMmIFc3RhdHMSKS92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3N0YXRzEqsBCg5DaG9vc2VJbnN0YW5jZRImLmdvdi5yZWdpc3RyeS52MS5DaG9vc2VJbnN0YW5jZVJlcXVlc3QaJy5nb3YucmVnaXN0cnkudjEuQ2hvb3NlSW5zdGFuY2VSZXNwb25zZSJIkAIBgtPkkwI/YghpbnN0YW5jZRIzL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2xiErABCg5XYXRjaEluc3RhbmNlcxImLmdvdi5yZWdpc3RyeS52MS5XYXRjaEluc3RhbmNlc1JlcXVlc3QaJy5nb3YucmVnaXN0cnkudjEuV2F0Y2hJbnN0YW5jZXNSZXNwb25zZSJLkAIBgtPkkwJCEkAvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9zZXJ2aWNlcy97c2VydmljZV9pZH0vaW5zdGFuY2VzL3dhdGNoMAESVgoJS2VlcGFsaXZlEiEuZ292LnJlZ2lzdHJ5LnYxLktlZXBhbGl2ZVJlcXVlc3QaIi5nb3YucmVnaXN0cnkudjEuS2VlcGFsaXZlUmVzcG9uc2UoATABYgZwcm90bzM", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Ch5nb3YvcmVnaXN0cnkvdjEvcmVnaXN0cnkucHJvdG8SD2dvdi5yZWdpc3RyeS52MSKxAgoISW5zdGFuY2USEwoLaW5zdGFuY2VfaWQYASABKAkSEgoKc2VydmljZV9pZBgCIAEoCRIOCgZzY2hlbWEYAyABKAkSDAoEaG9zdBgEIAEoCRIMCgRwb3J0GAUgASgFEg4KBndlaWdodBgGIAEoBRIUCgxpc19lcGhlbWVyYWwYByABKAgSKgoGdHRsX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI5CghtZXRhZGF0YRgJIAMoCzInLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZS5NZXRhZGF0YUVudHJ5EhIKCmlzX2V4cGlyZWQYCiABKAgaLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIigKE0xpc3RTZXJ2aWNlc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIisKFExpc3RTZXJ2aWNlc1Jlc3BvbnNlEhMKC3NlcnZpY2VfaWRzGAEgAygJIjoKEVB1dFNlcnZpY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIiUKElB1dFNlcnZpY2VSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgIIj0KFERlbGV0ZVNlcnZpY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIigKFURlbGV0ZVNlcnZpY2VSZXNwb25zZRIPCgdyZW1vdmVkGAEgASgIIj0KFExpc3RJbnN0YW5jZXNSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJIkUKFUxpc3RJbnN0YW5jZXNSZXNwb25zZRIsCglpbnN0YW5jZXMYASADKAsyGS5nb3YucmVnaXN0cnkudjEuSW5zdGFuY2Ui2wIKF1JlZ2lzdGVySW5zdGFuY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJEg4KBnNjaGVtYRgDIAEoCRIMCgRob3N0GAQgASgJEgwKBHBvcnQYBSABKAUSEwoGd2VpZ2h0GAYgASgFSACIAQESGQoMaXNfZXBoZW1lcmFsGAcgASgISAGIAQESSAoIbWV0YWRhdGEYCCADKAsyNi5nb3YucmVnaXN0cnkudjEuUmVnaXN0ZXJJbnN0YW5jZVJlcXVlc3QuTWV0YWRhdGFFbnRyeRImCgN0dGwYCSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB193ZWlnaHRCDwoNX2lzX2VwaGVtZXJhbCJDChhSZWdpc3Rlckluc3RhbmNlUmVzcG9uc2USEgoKcmVnaXN0ZXJlZBgBIAEoCBITCgtpbnN0YW5jZV9pZBgCIAEoCSJXChlEZXJlZ2lzdGVySW5zdGFuY2VSZXF1ZXN0EhEKCW5hbWVzcGFjZRgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJEhMKC2luc3RhbmNlX2lkGAMgASgJIi0KGkRlcmVnaXN0ZXJJbnN0YW5jZVJlc3BvbnNlEg8KB3JlbW92ZWQYASABKAgiUgoUUmVuZXdJbnN0YW5jZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkSEwoLaW5zdGFuY2VfaWQYAyABKAkiVAoVUmVuZXdJbnN0YW5jZVJlc3BvbnNlEg8KB3JlbmV3ZWQYASABKAgSKgoGdHRsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLWAQoaU2V0SW5zdGFuY2VNZXRhZGF0YVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkSEwoLaW5zdGFuY2VfaWQYAyABKAkSSwoIbWV0YWRhdGEYBCADKAsyOS5nb3YucmVnaXN0cnkudjEuU2V0SW5zdGFuY2VNZXRhZGF0YVJlcXVlc3QuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLgobU2V0SW5zdGFuY2VNZXRhZGF0YVJlc3BvbnNlEg8KB2NoYW5nZWQYASABKAgiKwoWR2V0U2VydmljZVN0YXRzUmVxdWVzdBIRCgluYW1lc3BhY2UYASABKAkiOQoLU2VydmljZVN0YXQSEgoKc2VydmljZV9pZBgBIAEoCRIWCg5pbnN0YW5jZV9jb3VudBgCIAEoBSJGChdHZXRTZXJ2aWNlU3RhdHNSZXNwb25zZRIrCgVzdGF0cxgBIAMoCzIcLmdvdi5yZWdpc3RyeS52MS5TZXJ2aWNlU3RhdCI+ChVDaG9vc2VJbnN0YW5jZVJlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkiRQoWQ2hvb3NlSW5zdGFuY2VSZXNwb25zZRIrCghpbnN0YW5jZRgBIAEoCzIZLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZSI+ChVXYXRjaEluc3RhbmNlc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJEhIKCnNlcnZpY2VfaWQYAiABKAkiqAEKFldhdGNoSW5zdGFuY2VzUmVzcG9uc2USCgoCb3AYASABKAkSEgoKc2VydmljZV9pZBgCIAEoCRITCgtpbnN0YW5jZV9pZBgDIAEoCRIrCghpbnN0YW5jZRgEIAEoCzIZLmdvdi5yZWdpc3RyeS52MS5JbnN0YW5jZRIsCglpbnN0YW5jZXMYBSADKAsyGS5nb3YucmVnaXN0cnkudjEuSW5zdGFuY2UiKQoUV2F0Y2hTZXJ2aWNlc1JlcXVlc3QSEQoJbmFtZXNwYWNlGAEgASgJIkwKFVdhdGNoU2VydmljZXNSZXNwb25zZRIKCgJvcBgBIAEoCRISCgpzZXJ2aWNlX2lkGAIgASgJEhMKC3NlcnZpY2VfaWRzGAMgAygJIk4KEEtlZXBhbGl2ZVJlcXVlc3QSOgoIcmVnaXN0ZXIYASABKAsyKC5nb3YucmVnaXN0cnkudjEuUmVnaXN0ZXJJbnN0YW5jZVJlcXVlc3QiVAoRS2VlcGFsaXZlUmVzcG9uc2USEwoLaW5zdGFuY2VfaWQYASABKAkSKgoGdHRsX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcDK/EQoPUmVnaXN0cnlTZXJ2aWNlEpgBCgxMaXN0U2VydmljZXMSJC5nb3YucmVnaXN0cnkudjEuTGlzdFNlcnZpY2VzUmVxdWVzdBolLmdvdi5yZWdpc3RyeS52MS5MaXN0U2VydmljZXNSZXNwb25zZSI7kAIBgtPkkwIyYgtzZXJ2aWNlX2lkcxIjL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMSmAEKClB1dFNlcnZpY2USIi5nb3YucmVnaXN0cnkudjEuUHV0U2VydmljZVJlcXVlc3QaIy5nb3YucmVnaXN0cnkudjEuUHV0U2VydmljZVJlc3BvbnNlIkGC0+STAjtiB2NyZWF0ZWQaMC92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfRKhAQoNRGVsZXRlU2VydmljZRIlLmdvdi5yZWdpc3RyeS52MS5EZWxldGVTZXJ2aWNlUmVxdWVzdBomLmdvdi5yZWdpc3RyeS52MS5EZWxldGVTZXJ2aWNlUmVzcG9uc2UiQYLT5JMCO2IHcmVtb3ZlZCowL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9ErABCg1MaXN0SW5zdGFuY2VzEiUuZ292LnJlZ2lzdHJ5LnYxLkxpc3RJbnN0YW5jZXNSZXF1ZXN0GiYuZ292LnJlZ2lzdHJ5LnYxLkxpc3RJbnN0YW5jZXNSZXNwb25zZSJQkAIBgtPkkwJHYglpbnN0YW5jZXMSOi92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfS9pbnN0YW5jZXMSugEKEFJlZ2lzdGVySW5zdGFuY2USKC5nb3YucmVnaXN0cnkudjEuUmVnaXN0ZXJJbnN0YW5jZVJlcXVlc3QaKS5nb3YucmVnaXN0cnkudjEuUmVnaXN0ZXJJbnN0YW5jZVJlc3BvbnNlIlGC0+STAks6ASpiCnJlZ2lzdGVyZWQaOi92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfS9pbnN0YW5jZXMSyAEKEkRlcmVnaXN0ZXJJbnN0YW5jZRIqLmdvdi5yZWdpc3RyeS52MS5EZXJlZ2lzdGVySW5zdGFuY2VSZXF1ZXN0GisuZ292LnJlZ2lzdHJ5LnYxLkRlcmVnaXN0ZXJJbnN0YW5jZVJlc3BvbnNlIlmC0+STAlNiB3JlbW92ZWQqSC92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfS9pbnN0YW5jZXMve2luc3RhbmNlX2lkfRK/AQoNUmVuZXdJbnN0YW5jZRIlLmdvdi5yZWdpc3RyeS52MS5SZW5ld0luc3RhbmNlUmVxdWVzdBomLmdvdi5yZWdpc3RyeS52MS5SZW5ld0luc3RhbmNlUmVzcG9uc2UiX4LT5JMCWWIHcmVuZXdlZBpOL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2luc3RhbmNlcy97aW5zdGFuY2VfaWR9L3JlbmV3Et4BChNTZXRJbnN0YW5jZU1ldGFkYXRhEisuZ292LnJlZ2lzdHJ5LnYxLlNldEluc3RhbmNlTWV0YWRhdGFSZXF1ZXN0GiwuZ292LnJlZ2lzdHJ5LnYxLlNldEluc3RhbmNlTWV0YWRhdGFSZXNwb25zZSJsgtPkkwJmOghtZXRhZGF0YWIHY2hhbmdlZBpRL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMve3NlcnZpY2VfaWR9L2luc3RhbmNlcy97aW5zdGFuY2VfaWR9L21ldGFkYXRhEqEBCg9HZXRTZXJ2aWNlU3RhdHMSJy5nb3YucmVnaXN0cnkudjEuR2V0U2VydmljZVN0YXRzUmVxdWVzdBooLmdvdi5yZWdpc3RyeS52MS5HZXRTZXJ2aWNlU3RhdHNSZXNwb25zZSI7kAIBgtPkkwIyYgVzdGF0cxIpL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMvc3RhdHMSqwEKDkNob29zZUluc3RhbmNlEiYuZ292LnJlZ2lzdHJ5LnYxLkNob29zZUluc3RhbmNlUmVxdWVzdBonLmdvdi5yZWdpc3RyeS52MS5DaG9vc2VJbnN0YW5jZVJlc3BvbnNlIkiQAgGC0+STAj9iCGluc3RhbmNlEjMvdjEvbmFtZXNwYWNlcy97bmFtZXNwYWNlfS9zZXJ2aWNlcy97c2VydmljZV9pZH0vbGISsAEKDldhdGNoSW5zdGFuY2VzEiYuZ292LnJlZ2lzdHJ5LnYxLldhdGNoSW5zdGFuY2VzUmVxdWVzdBonLmdvdi5yZWdpc3RyeS52MS5XYXRjaEluc3RhbmNlc1Jlc3BvbnNlIkuQAgGC0+STAkISQC92MS9uYW1lc3BhY2VzL3tuYW1lc3BhY2V9L3NlcnZpY2VzL3tzZXJ2aWNlX2lkfS9pbnN0YW5jZXMvd2F0Y2gwARKWAQoNV2F0Y2hTZXJ2aWNlcxIlLmdvdi5yZWdpc3RyeS52MS5XYXRjaFNlcnZpY2VzUmVxdWVzdBomLmdvdi5yZWdpc3RyeS52MS5XYXRjaFNlcnZpY2VzUmVzcG9uc2UiNJACAYLT5JMCKxIpL3YxL25hbWVzcGFjZXMve25hbWVzcGFjZX0vc2VydmljZXMvd2F0Y2gwARJWCglLZWVwYWxpdmUSIS5nb3YucmVnaXN0cnkudjEuS2VlcGFsaXZlUmVxdWVzdBoiLmdvdi5yZWdpc3RyeS52MS5LZWVwYWxpdmVSZXNwb25zZSgBMAFiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * A registered instance as it is now.
@@ -146,7 +146,7 @@ export type PutServiceRequest = Message<"gov.registry.v1.PutServiceRequest"> & {
 
   /**
    * The service's id: up to 256 characters, no control characters, no `@` or `#` (they separate the parts of an
-   * instance id); `stats` is reserved.
+   * instance id); `stats` and `watch` are reserved (GET …/services/stats and …/services/watch are routes).
    *
    * @generated from field: string service_id = 2;
    */
@@ -478,7 +478,7 @@ export type SetInstanceMetadataRequest = Message<"gov.registry.v1.SetInstanceMet
 
   /**
    * The new metadata: replaces the old map whole; empty clears it. String values; keys must not be empty or start
-   * with `_` (reserved).
+   * with `_` (reserved). REST: the request body is this map, e.g. {"zone": "a"}.
    *
    * @generated from field: map<string, string> metadata = 4;
    */
@@ -677,6 +677,57 @@ export const WatchInstancesResponseSchema: GenMessage<WatchInstancesResponse> = 
   messageDesc(file_gov_registry_v1_registry, 23);
 
 /**
+ * @generated from message gov.registry.v1.WatchServicesRequest
+ */
+export type WatchServicesRequest = Message<"gov.registry.v1.WatchServicesRequest"> & {
+  /**
+   * @generated from field: string namespace = 1;
+   */
+  namespace: string;
+};
+
+/**
+ * Describes the message gov.registry.v1.WatchServicesRequest.
+ * Use `create(WatchServicesRequestSchema)` to create a new message.
+ */
+export const WatchServicesRequestSchema: GenMessage<WatchServicesRequest> = /*@__PURE__*/
+  messageDesc(file_gov_registry_v1_registry, 24);
+
+/**
+ * @generated from message gov.registry.v1.WatchServicesResponse
+ */
+export type WatchServicesResponse = Message<"gov.registry.v1.WatchServicesResponse"> & {
+  /**
+   * current (first message), add, remove; resync after the server's change feed was interrupted (changes may have
+   * been missed: service_ids is the list as it is now).
+   *
+   * @generated from field: string op = 1;
+   */
+  op: string;
+
+  /**
+   * The service the change is about (add, remove).
+   *
+   * @generated from field: string service_id = 2;
+   */
+  serviceId: string;
+
+  /**
+   * Every service id of the namespace, sorted (current, resync).
+   *
+   * @generated from field: repeated string service_ids = 3;
+   */
+  serviceIds: string[];
+};
+
+/**
+ * Describes the message gov.registry.v1.WatchServicesResponse.
+ * Use `create(WatchServicesResponseSchema)` to create a new message.
+ */
+export const WatchServicesResponseSchema: GenMessage<WatchServicesResponse> = /*@__PURE__*/
+  messageDesc(file_gov_registry_v1_registry, 25);
+
+/**
  * @generated from message gov.registry.v1.KeepaliveRequest
  */
 export type KeepaliveRequest = Message<"gov.registry.v1.KeepaliveRequest"> & {
@@ -694,7 +745,7 @@ export type KeepaliveRequest = Message<"gov.registry.v1.KeepaliveRequest"> & {
  * Use `create(KeepaliveRequestSchema)` to create a new message.
  */
 export const KeepaliveRequestSchema: GenMessage<KeepaliveRequest> = /*@__PURE__*/
-  messageDesc(file_gov_registry_v1_registry, 24);
+  messageDesc(file_gov_registry_v1_registry, 26);
 
 /**
  * @generated from message gov.registry.v1.KeepaliveResponse
@@ -720,7 +771,7 @@ export type KeepaliveResponse = Message<"gov.registry.v1.KeepaliveResponse"> & {
  * Use `create(KeepaliveResponseSchema)` to create a new message.
  */
 export const KeepaliveResponseSchema: GenMessage<KeepaliveResponse> = /*@__PURE__*/
-  messageDesc(file_gov_registry_v1_registry, 25);
+  messageDesc(file_gov_registry_v1_registry, 27);
 
 /**
  * Service registry: services, their instances, discovery and a load-balanced choice. Every RPC carries the exact /v1
@@ -822,8 +873,8 @@ export const RegistryService: GenService<{
   /**
    * Replaces the whole metadata of an instance.
    *
-   * REST body: {"metadata": {"zone": "a"}}; {} (or an empty metadata) clears it. Keys starting with `_` are reserved.
-   * A missing (or expired) instance is not_found (404). REST answers true.
+   * REST body: the map itself, {"zone": "a"}; {} clears it. Values are strings (quote numbers: {"port2": "81"}); keys
+   * starting with `_` are reserved. A missing (or expired) instance is not_found (404). REST answers true.
    *
    * @generated from rpc gov.registry.v1.RegistryService.SetInstanceMetadata
    */
@@ -873,6 +924,22 @@ export const RegistryService: GenService<{
     output: typeof WatchInstancesResponseSchema;
   },
   /**
+   * Streams the changes of a namespace's service list as they happen.
+   *
+   * The first message is the current state (op "current", every service id in `serviceIds`); then one message per
+   * change: add (a service was created, by PutService or by the first registration of one of its instances) and
+   * remove (DeleteService), each with its `serviceId`. After the server's change feed was interrupted, op "resync"
+   * carries every service id as it is now (changes may have been missed: replace what you have). REST:
+   * text/event-stream (Server-Sent Events).
+   *
+   * @generated from rpc gov.registry.v1.RegistryService.WatchServices
+   */
+  watchServices: {
+    methodKind: "server_streaming";
+    input: typeof WatchServicesRequestSchema;
+    output: typeof WatchServicesResponseSchema;
+  },
+  /**
    * Registers an instance and keeps it alive while this stream is open, so the client needs no renew timer.
    *
    * The first message carries `register` (as RegisterInstance; ephemeral only). The server registers the instance,
@@ -882,7 +949,8 @@ export const RegistryService: GenService<{
    * the instance is renewed one last time and NOT deregistered: it expires one ttl later unless a new keepalive or a
    * renewal comes first, so a short network blip does not drop it. For a planned shutdown call DeregisterInstance.
    * If the instance is deregistered or expires while the stream is open, the stream ends with not_found.
-   * Needs a full-duplex transport: gRPC, or Connect over HTTP/2 (HTTP/1.1 is half duplex). There is no REST route.
+   * Needs a full-duplex transport: gRPC, or Connect over HTTP/2 (on the gRPC port, which speaks h2c). Over HTTP/1.1,
+   * which is half duplex, the call is refused with failed_precondition saying so. There is no REST route.
    *
    * @generated from rpc gov.registry.v1.RegistryService.Keepalive
    */

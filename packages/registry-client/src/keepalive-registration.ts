@@ -1,0 +1,128 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import { KeepaliveRequestSchema, type KeepaliveResponse, type RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { backoffMs, pause } from "./backoff.js";
+import { deregister, registerRequestOf, type Registration, type RegistrationDeps } from "./registration.js";
+import type { RegisterOptions, RegistrationState } from "./types.js";
+
+export interface KeepaliveRegistrationDeps extends Omit<RegistrationDeps, "renewEveryMs"> {
+  /** A client on a full-duplex transport (HTTP/2: gRPC, or Connect with httpVersion "2"), for the Keepalive stream. */
+  keepaliveClient: Client<typeof RegistryService>;
+}
+
+/** One open Keepalive stream: its answers, and how to end it. */
+interface KeepaliveStream {
+  answers: AsyncIterator<KeepaliveResponse>;
+  /** Closes our side: the server renews the instance one last time and ends the stream (the graceful way). */
+  end(): void;
+  /** Cancels the call outright (when the server does not answer the graceful end). */
+  cancel(): void;
+}
+
+function openStream(client: Client<typeof RegistryService>, register: ReturnType<typeof registerRequestOf>["request"]): KeepaliveStream {
+  let end!: () => void;
+  const ended = new Promise<void>((resolve) => (end = resolve));
+  const cancel = new AbortController();
+  // The first message registers; after it our side stays open, sending nothing: the server renews on its own timer.
+  async function* requests() {
+    yield create(KeepaliveRequestSchema, { register });
+    await ended;
+  }
+  const answers = client.keepalive(requests(), { signal: cancel.signal })[Symbol.asyncIterator]();
+  return { answers, end, cancel: () => cancel.abort() };
+}
+
+/** The stream's first answer (the registration), or the reason there is none. */
+async function registered(stream: KeepaliveStream): Promise<string> {
+  try {
+    const first = await stream.answers.next();
+    if (first.done) throw new ConnectError("the keepalive stream ended before the registration was answered", Code.Unavailable);
+    return first.value.instanceId;
+  } catch (e) {
+    stream.end(); // whatever the failure, leave no half-open stream behind
+    throw e;
+  }
+}
+
+/**
+ * Registers through the Keepalive stream and keeps the stream open instead of renewing on a timer: the server renews
+ * the instance while the stream is open and lets it expire one TTL after the stream ends however it ends (this process
+ * killed, its connection lost). The first registration's errors reach the caller. When the stream fails later the
+ * client opens a new one (which registers the instance again), at once after not_found (the instance was removed
+ * while its stream was open), else with backoff, until close(). close() ends the stream gracefully, then deregisters.
+ */
+export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps, options: RegisterOptions): Promise<Registration> {
+  const { keepaliveClient, callTimeoutMs, emit } = deps;
+  const { request } = registerRequestOf(deps, options);
+  const { namespace, serviceId } = request;
+  let stream = openStream(keepaliveClient, request);
+  const instanceId = await registered(stream);
+  emit({ type: "registered", instanceId });
+
+  let state: RegistrationState = "registered";
+  const stop = new AbortController();
+
+  /** Reads the stream's renewals until it ends; undefined when it ended because close() asked it to. */
+  const follow = async (s: KeepaliveStream): Promise<ConnectError | undefined> => {
+    try {
+      for (let m = await s.answers.next(); !m.done; m = await s.answers.next()) {
+        state = "registered";
+        emit({ type: "renewed", instanceId, ...(m.value.ttlAt ? { ttlAt: timestampDate(m.value.ttlAt) } : {}) });
+      }
+      return stop.signal.aborted ? undefined : new ConnectError("the registry ended the keepalive stream", Code.Unavailable);
+    } catch (e) {
+      return stop.signal.aborted ? undefined : ConnectError.from(e);
+    } finally {
+      s.end();
+    }
+  };
+
+  const loop = (async () => {
+    let failures = 0;
+    for (let error = await follow(stream); error; error = await follow(stream)) {
+      state = "retrying";
+      let delay = error.code === Code.NotFound ? 0 : backoffMs(failures++, deps.retry);
+      emit({ type: "renew-failed", instanceId, error, retryInMs: delay });
+      for (;;) {
+        if (!(await pause(delay, stop.signal))) return;
+        stream = openStream(keepaliveClient, request);
+        try {
+          await registered(stream);
+          break;
+        } catch (e) {
+          if (stop.signal.aborted) return;
+          delay = backoffMs(failures++, deps.retry);
+          emit({ type: "renew-failed", instanceId, error: ConnectError.from(e), retryInMs: delay });
+        }
+      }
+      state = "registered";
+      failures = 0;
+      emit({ type: "re-registered", instanceId });
+      if (stop.signal.aborted) stream.end(); // close() came while the new stream was opening
+    }
+  })();
+
+  let closing: Promise<void> | undefined;
+  return {
+    instanceId,
+    serviceId,
+    get state() {
+      return state;
+    },
+    close() {
+      closing ??= (async () => {
+        stop.abort();
+        stream.end();
+        // The server answers the end at once; one that does not within a call's time gets the call cancelled.
+        const timer = setTimeout(() => stream.cancel(), callTimeoutMs);
+        await loop;
+        clearTimeout(timer);
+        state = "closed";
+        await deregister(deps.client, { namespace, serviceId, instanceId }, callTimeoutMs);
+        emit({ type: "deregistered", instanceId });
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,144 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
+import { createRegistryClient, type RegistryClient, type RegistryEvent } from "../src/index.js";
+import { countingTransport } from "./support.js";
+
+const CHILD = fileURLToPath(new URL("./fixtures/register-child.ts", import.meta.url));
+
+/** Every RPC the registry process has handled so far, by method, from its own metrics (what the server saw). */
+async function handledByServer(gateway: RegistryGateway): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const line of (await gateway.proc.metrics.scrape()).body.split("\n")) {
+    const m = /^gov_rpc_requests_total\{.*method="([^"]+)".*\} (\d+)/.exec(line);
+    if (m) counts.set(m[1], (counts.get(m[1]) ?? 0) + Number(m[2]));
+  }
+  return counts;
+}
+
+const grown = (before: Map<string, number>, after: Map<string, number>) =>
+  Object.fromEntries([...after].filter(([method, n]) => n > (before.get(method) ?? 0)).map(([method, n]) => [method, n - (before.get(method) ?? 0)]));
+
+for (const target of storeTargets()) {
+  describe.skipIf(!!target.skip)(`registry client keepalive mode on the ${target.name} store`, () => {
+    let gateway: RegistryGateway;
+    let url: string;
+    let grpcUrl: string;
+    let remote: Client<typeof RegistryService>;
+    const clients: RegistryClient[] = [];
+    const children: ChildProcess[] = [];
+
+    /** A client whose unary and keepalive calls are counted (on the real transports) and whose events are recorded. */
+    const client = (options: { serviceId: string; namespace: string; ttlMs?: number; keepalive?: boolean }) => {
+      const counted = countingTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+      const countedH2 = countingTransport(createConnectTransport({ baseUrl: grpcUrl, httpVersion: "2" }));
+      const c = createRegistryClient({ transport: counted.transport, ...options, keepalive: options.keepalive ? { transport: countedH2.transport } : undefined });
+      const events: RegistryEvent[] = [];
+      c.on((e) => events.push(e));
+      clients.push(c);
+      return { c, log: counted.log, h2Log: countedH2.log, events, count: (type: RegistryEvent["type"]) => events.filter((e) => e.type === type).length };
+    };
+    const listed = async (namespace: string, serviceId: string) => (await remote.listInstances({ namespace, serviceId })).instances.map((i) => i.instanceId);
+
+    beforeAll(async () => {
+      gateway = await createRegistryGateway(await target.open());
+      ({ url, grpcUrl } = await gateway.listen());
+      remote = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+    });
+    afterEach(async () => {
+      for (const child of children.splice(0)) child.kill("SIGKILL");
+      await Promise.allSettled(clients.splice(0).map((c) => c.close()));
+    });
+    afterAll(() => gateway?.close());
+
+    it("keeps the instance alive past several TTLs with the stream open and no renew calls; close() ends it and deregisters", async () => {
+      const namespace = ns("ka-");
+      const ttlMs = 1000;
+      const a = client({ serviceId: "order", namespace, ttlMs, keepalive: true });
+      const registration = await a.c.register({ schema: "http", host: "10.0.0.1", port: 8080, metadata: { zone: "a" } });
+      const registeredAt = Date.now();
+      expect([registration.instanceId, registration.state]).toEqual(["order@http#10.0.0.1#8080", "registered"]);
+      const b = client({ serviceId: "checkout", namespace });
+      expect((await b.c.instances("order")).map((i) => [i.instanceId, i.metadata])).toEqual([["order@http#10.0.0.1#8080", { zone: "a" }]]);
+
+      // The server renews about three times per TTL and answers each: wait for 3.5 TTLs' worth of renewals.
+      await vi.waitFor(() => expect(Date.now() - registeredAt > 3.5 * ttlMs && a.count("renewed") >= 9).toBe(true), { timeout: 15_000, interval: 50 });
+      expect(await listed(namespace, "order")).toEqual(["order@http#10.0.0.1#8080"]);
+      expect((await b.c.instances("order")).map((i) => i.instanceId)).toEqual(["order@http#10.0.0.1#8080"]);
+      // b's cache never lost it: its only change events are the first state (no expiry, no re-registration).
+      expect(b.events.filter((e) => e.type === "instances").length).toBe(1);
+      expect(a.count("renew-failed")).toBe(0);
+      // No timer in the client: not one unary call from a, one keepalive stream.
+      expect(a.log.calls).toEqual([]);
+      expect(a.h2Log.calls.map((c) => c.method)).toEqual(["Keepalive"]);
+
+      const closedAt = Date.now();
+      await a.c.close();
+      expect(registration.state).toBe("closed");
+      expect(a.events.at(-1)).toEqual({ type: "deregistered", instanceId: "order@http#10.0.0.1#8080" });
+      expect(a.log.calls.map((c) => c.method)).toEqual(["DeregisterInstance"]);
+      await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 2000, interval: 10 });
+      expect(Date.now() - closedAt).toBeLessThan(ttlMs); // deregistered, not left to expire
+    }, 30_000);
+
+    it("a keepalive process killed with SIGKILL: another client's cache drops it one TTL later", async () => {
+      const namespace = ns("kakill-");
+      const ttlMs = 1500;
+      const child = spawn(process.execPath, ["--import", "tsx", CHILD], {
+        env: { ...process.env, REGISTRY_URL: url, REGISTRY_KEEPALIVE_URL: grpcUrl, REGISTRY_NAMESPACE: namespace, REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: String(ttlMs) },
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      children.push(child);
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).once("line", resolve);
+        child.once("exit", (code) => reject(new Error(`the child exited (${code}) before registering`)));
+      });
+      const instanceId = line.replace(/^registered /, "");
+      expect(instanceId).toMatch(/^worker@http#127\.0\.0\.1#\d+$/);
+
+      const b = client({ serviceId: "checkout", namespace });
+      expect((await b.c.instances("worker")).map((i) => i.instanceId)).toEqual([instanceId]);
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGKILL");
+      await exited;
+      const killedAt = Date.now();
+      await vi.waitFor(async () => expect(await b.c.instances("worker")).toEqual([]), { timeout: ttlMs * 4, interval: 10 });
+      const gone = Date.now() - killedAt;
+      // The server renews once when the stream breaks and the instance expires one TTL after that: not at once, and
+      // not later than one TTL plus the time to notice the broken connection.
+      expect(gone).toBeGreaterThanOrEqual(0.9 * ttlMs);
+      expect(gone).toBeLessThan(ttlMs + 1000);
+      expect(b.events.filter((e) => e.type === "instances").length).toBe(2); // current, then expired: learnt from the stream
+      expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
+    }, 40_000);
+
+    it("renew mode: in steady state the server handles renewals only, however often the cache is read", async () => {
+      const namespace = ns("poll-");
+      const ttlMs = 1000;
+      const a = client({ serviceId: "order", namespace, ttlMs });
+      await a.c.register({ schema: "http", host: "10.0.0.2", port: 80 });
+      const b = client({ serviceId: "checkout", namespace });
+      expect((await b.c.instances("order")).length).toBe(1);
+      const before = await handledByServer(gateway);
+      const renewedBefore = a.count("renewed");
+      // Two TTLs' worth of renewals while b reads its cache constantly.
+      let reads = 0;
+      await vi.waitFor(
+        async () => {
+          for (let i = 0; i < 200; i++, reads++) await b.c.choose("order");
+          expect(a.count("renewed") - renewedBefore).toBeGreaterThanOrEqual(6);
+        },
+        { timeout: 10_000, interval: 20 },
+      );
+      expect(reads).toBeGreaterThanOrEqual(200);
+      const handled = grown(before, await handledByServer(gateway));
+      expect(Object.keys(handled)).toEqual(["RenewInstance"]);
+      expect(handled.RenewInstance).toBe(a.count("renewed") - renewedBefore);
+    }, 30_000);
+  });
+}

@@ -1,0 +1,57 @@
+import type { RegistryChange, RegistryStore } from "./store/registry-store.js";
+
+/** What a watch of a namespace's service list yields. */
+export type ServiceWatchEvent = { op: "current" | "resync"; serviceIds: string[] } | { op: "add" | "remove"; serviceId: string };
+
+/**
+ * The service ids of one namespace as they change, until `signal` aborts: first "current" (every service id), then
+ * "add" and "remove" per change; "resync" (every service id as it is now) after the store's event feed was lost.
+ *
+ * Events are noted from the moment of the call, before the first read, so none is lost between. An event does not say
+ * what the list is now (one published before the first read arrives after it), so each wakes a re-read of the list,
+ * and what differs from what the client was sent is reported: a stale or repeated event reports nothing, and many
+ * events that arrive together cost one read. A watcher that does not read therefore holds no queue at all, just a flag.
+ */
+export async function* watchServices(store: RegistryStore, namespace: string, signal: AbortSignal): AsyncGenerator<ServiceWatchEvent> {
+  let pending: "none" | "change" | "resync" = "none";
+  let wake: (() => void) | undefined;
+  const onChange = (c: RegistryChange) => {
+    if (c.namespace !== namespace || (c.op !== "service_add" && c.op !== "service_remove")) return;
+    if (pending === "none") pending = "change";
+    wake?.();
+  };
+  const onResync = () => {
+    pending = "resync";
+    wake?.();
+  };
+  const unsubscribe = store.subscribe(onChange, onResync);
+  const onAbort = () => wake?.();
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    let known = await store.listServices(namespace);
+    yield { op: "current", serviceIds: known };
+    while (!signal.aborted) {
+      if (pending === "none") {
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        continue;
+      }
+      const why = pending;
+      pending = "none"; // before the read: an event arriving during it asks for another
+      const fresh = await store.listServices(namespace);
+      if (why === "resync") {
+        known = fresh;
+        yield { op: "resync", serviceIds: fresh };
+        continue;
+      }
+      const now = new Set(fresh);
+      const before = new Set(known);
+      known = fresh;
+      for (const id of before) if (!now.has(id)) yield { op: "remove", serviceId: id };
+      for (const id of fresh) if (!before.has(id)) yield { op: "add", serviceId: id };
+    }
+  } finally {
+    unsubscribe();
+    signal.removeEventListener("abort", onAbort);
+  }
+}
