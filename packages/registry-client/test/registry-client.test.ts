@@ -89,13 +89,13 @@ for (const target of storeTargets()) {
       expect(a.log.calls.every((c) => c.method === "RegisterInstance" || c.method === "RenewInstance")).toBe(true);
       expect(a.log.calls.every((c) => c.consumer === null)).toBe(true); // the consumer header goes on discovery calls only
 
-      const closedAt = Date.now();
       await a.c.close();
+      // Gone from the server the moment close() returns: deregistered, not left to expire (renewed a third of a TTL
+      // ago at most, it would still be listed for two thirds of one).
+      expect(await listed(namespace, "order")).toEqual([]);
       expect(registration.state).toBe("closed");
       expect(a.events.at(-1)).toEqual({ type: "deregistered", instanceId: "order@http#10.0.0.1#8080" });
       await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 2000, interval: 10 });
-      expect(Date.now() - closedAt).toBeLessThan(500); // a deregister event, not an expiry
-      expect(await listed(namespace, "order")).toEqual([]);
       await expect(a.c.instances("order")).rejects.toBeInstanceOf(ClientClosedError);
     });
 
@@ -119,7 +119,9 @@ for (const target of storeTargets()) {
       const killedAt = Date.now();
       child.kill("SIGKILL");
       await vi.waitFor(async () => expect(await b.c.instances("worker")).toEqual([]), { timeout: ttlMs * 3, interval: 10 });
-      expect(Date.now() - killedAt).toBeLessThanOrEqual(ttlMs + 300); // the last renewal was at most a third of the TTL before the kill
+      // The last renewal was at most a third of the TTL before the kill, so it expires within one TTL of it; the margin
+      // is for delivering the expiry on a busy machine.
+      expect(Date.now() - killedAt).toBeLessThan(ttlMs + 1000);
       expect(b.events.filter((e) => e.type === "instances").length).toBe(2); // current, then expired: the cache learnt it from the stream
       expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
     });

@@ -18,7 +18,7 @@ describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test
     await redis?.stop();
   });
 
-  it("answers 503 unavailable while Redis is down, recovers by itself, and a watch gets a resync with the state as it is now", async () => {
+  it("answers 503 unavailable while Redis is down, recovers by itself, and both watches get a resync with the state as it is now", async () => {
     const n = ns("outage");
     const base = `/v1/namespaces/${seg(n)}/services`;
     const inject = (method: string, url: string, body?: unknown) =>
@@ -34,7 +34,13 @@ describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test
         ops.push(`${m.op}:${m.op === "current" || m.op === "resync" ? m.instances.map((i) => i.host).join(",") : m.instanceId}`);
       }
     })().catch(() => undefined);
-    await expect.poll(() => ops, { timeout: 3000 }).toEqual(["current:before"]);
+    const serviceOps: string[] = [];
+    const serviceWatch = (async () => {
+      for await (const m of client.watchServices({ namespace: n }, { signal: stop.signal })) {
+        serviceOps.push(`${m.op}:${m.op === "current" || m.op === "resync" ? m.serviceIds.join(",") : m.serviceId}`);
+      }
+    })().catch(() => undefined);
+    await expect.poll(() => [ops, serviceOps], { timeout: 3000 }).toEqual([["current:before"], ["current:s"]]);
 
     await redis.stop();
     const id = seg("s@http#before#1");
@@ -60,7 +66,21 @@ describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test
     // The watch re-read once the feed was back: "before" is gone (the new server is empty), "after" is there.
     await expect.poll(() => ops.some((op) => op.startsWith("resync:")), { timeout: 10_000, interval: 50 }).toBe(true);
     await expect.poll(() => ops.at(-1), { timeout: 5000, interval: 50 }).toMatch(/^(resync:after|register:s@http#after#1)$/);
+    // The service-list watch too: the new server has only what was written since ("after" re-created s).
+    await expect.poll(() => serviceOps.some((op) => op.startsWith("resync:")), { timeout: 10_000, interval: 50 }).toBe(true);
+    await client.putService({ namespace: n, serviceId: "later" });
+    await expect.poll(() => serviceOps.at(-1), { timeout: 5000, interval: 50 }).toBe("add:later");
+    const replayed = new Set<string>();
+    for (const op of serviceOps) {
+      const [kind, ids] = op.split(":");
+      if (kind === "current" || kind === "resync") {
+        replayed.clear();
+        ids.split(",").filter(Boolean).forEach((id) => replayed.add(id));
+      } else if (kind === "add") replayed.add(ids);
+      else replayed.delete(ids);
+    }
+    expect([...replayed].sort()).toEqual((await client.listServices({ namespace: n })).serviceIds);
     stop.abort();
-    await watch;
+    await Promise.all([watch, serviceWatch]);
   }, 60_000);
 });

@@ -27,12 +27,12 @@ export function instance(serviceId: string, host: string, port: number, over: Pa
   };
 }
 
-/** Collects a watch's events; `until` waits for a condition on them. */
-function collect(store: RegistryStore, ns: string, serviceId: string) {
+/** Collects a watch's events (read at the clock `now`). */
+function collect(store: RegistryStore, ns: string, serviceId: string, now: () => number = Date.now) {
   const stop = new AbortController();
   const events: InstanceWatchEvent[] = [];
   const done = (async () => {
-    for await (const e of watchInstances(store, ns, serviceId, stop.signal)) events.push(e);
+    for await (const e of watchInstances(store, ns, serviceId, stop.signal, now)) events.push(e);
   })();
   return {
     events,
@@ -41,6 +41,33 @@ function collect(store: RegistryStore, ns: string, serviceId: string) {
       stop.abort();
       await done;
     },
+  };
+}
+
+/**
+ * Resolves once `follower` receives `writer`'s changes (a second Redis store's subscription is live), by writing probes
+ * to a namespace of its own until one arrives: a condition, not a guess of how long a subscription takes.
+ */
+async function untilFollowing(writer: RegistryStore, follower: RegistryStore): Promise<void> {
+  const probe = freshNamespace("probe");
+  let seen = false;
+  const unsubscribe = follower.subscribe((c) => void (c.namespace === probe && (seen = true)));
+  try {
+    for (let i = 0; !seen; i++) {
+      await writer.putService(probe, `p${i}`);
+      await expect.poll(() => seen, { timeout: 200, interval: 5 }).toBe(true).catch(() => undefined);
+    }
+  } finally {
+    unsubscribe();
+  }
+}
+
+/** A store whose listInstances calls are counted (the real store underneath: it counts, it does not fake). */
+function countingReads(store: RegistryStore): { store: RegistryStore; reads: () => number } {
+  let reads = 0;
+  return {
+    store: { ...store, listInstances: (...args) => (reads++, store.listInstances(...args)) },
+    reads: () => reads,
   };
 }
 
@@ -181,7 +208,7 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       const seen: RegistryChange[] = [];
       const unsubscribe = other.subscribe((c) => c.namespace === ns && c.op === "expired" && seen.push(c));
       try {
-        await new Promise((r) => setTimeout(r, 100)); // let a Redis subscription settle
+        await untilFollowing(store, other);
         await store.register(ns, instance("a", "h", 1, { ttlMs: 1000 }), T0);
         await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
         await store.register(ns, instance("b", "h", 2, { ttlMs: 5000 }), T0);
@@ -202,7 +229,7 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       const seen: string[] = [];
       const unsubscribe = other.subscribe((c) => c.namespace === ns && seen.push(`${c.op} ${c.serviceId} ${c.instanceId ?? ""}`.trim()));
       try {
-        await new Promise((r) => setTimeout(r, 100));
+        await untilFollowing(store, other);
         const r = instance("svc", "h", 1, { ttlMs: 1000 });
         await store.register(ns, r, T0);
         await store.renew(ns, "svc", r.instanceId, T0 + 100); // 900 ms of 1000 left: not published
@@ -245,20 +272,21 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect((await store.listInstances(b, "a:b", T0)).map((r) => r.host)).toEqual(["other"]);
     });
 
-    it("real time: a short-ttl instance lives while renewed and is gone soon after the renewals stop", async () => {
+    it("an instance lives while renewed, past many ttls, and is gone exactly one ttl after its last renewal", async () => {
       const ns = freshNamespace();
-      const start = Date.now();
-      const r = instance("svc", "h", 1, { ttlMs: 1000 }, start);
-      await store.register(ns, r, start);
-      // Renew for two ttls: it must stay listed the whole time.
-      while (Date.now() - start < 2000) {
-        await new Promise((res) => setTimeout(res, 150));
-        expect(await store.renew(ns, "svc", r.instanceId, Date.now())).toBeDefined();
-        expect((await store.listInstances(ns, "svc", Date.now())).map((x) => x.instanceId)).toEqual([r.instanceId]);
+      const r = instance("svc", "h", 1, { ttlMs: 1000 });
+      await store.register(ns, r, T0);
+      // The caller's clock: renewals 900 ms apart (less than half the ttl left before each, so each is published)
+      // for ten ttls; a busy machine cannot make it miss one.
+      let at = T0;
+      for (let i = 0; i < 11; i++) {
+        at += 900;
+        expect(await store.renew(ns, "svc", r.instanceId, at)).toEqual({ ttlAt: at + 1000 });
+        expect((await store.listInstances(ns, "svc", at)).map((x) => x.instanceId)).toEqual([r.instanceId]);
       }
-      const stopped = Date.now();
-      await expect.poll(async () => (await store.listInstances(ns, "svc", Date.now())).length, { timeout: 3000, interval: 20 }).toBe(0);
-      expect(Date.now() - stopped).toBeLessThan(1000 + 500);
+      expect((await store.listInstances(ns, "svc", at + 999)).map((x) => x.instanceId)).toEqual([r.instanceId]);
+      expect(await store.listInstances(ns, "svc", at + 1000)).toEqual([]);
+      expect(await store.renew(ns, "svc", r.instanceId, at + 1000)).toBeUndefined();
     });
 
     it("a watch delivers register, metadata, deregister and expiry within 1 s, from another store's writes", async () => {
@@ -268,7 +296,7 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       const w = collect(store, ns, "svc");
       try {
         await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
-        await new Promise((r) => setTimeout(r, 100)); // a second store's subscription settles
+        await untilFollowing(writer, store);
         const at = Date.now();
         const eph = instance("svc", "eph", 2, { ttlMs: 1000 }, at);
         await writer.register(ns, eph, at);
@@ -291,17 +319,22 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
 
     it("a watch keeps an instance that is renewed without a published renewal, and does not report it expired", async () => {
       const ns = freshNamespace();
-      const start = Date.now();
-      const r = instance("svc", "h", 1, { ttlMs: 1000 }, start);
-      await store.register(ns, r, start);
-      const w = collect(store, ns, "svc");
+      // The watch's clock is the test's: only the watch's own timer (set from that clock) runs in real time.
+      let now = T0;
+      const r = instance("svc", "h", 1, { ttlMs: 100 }, T0);
+      await store.register(ns, r, T0);
+      const counted = countingReads(store);
+      const w = collect(counted.store, ns, "svc", () => now);
       try {
         await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
-        while (Date.now() - start < 2500) {
-          await new Promise((res) => setTimeout(res, 100));
-          await store.renew(ns, "svc", r.instanceId, Date.now()); // always > half left: never published
-        }
-        expect(w.ops().filter((op) => op.startsWith("expired"))).toEqual([]);
+        now = T0 + 40;
+        expect(await store.renew(ns, "svc", r.instanceId, now)).toEqual({ ttlAt: T0 + 140 }); // 60 of 100 ms left: not published
+        // Past the ttl it knew, the watch re-reads the service, finds the renewal and reports nothing.
+        await expect.poll(() => counted.reads(), { timeout: 5000, interval: 5 }).toBeGreaterThanOrEqual(2);
+        expect(w.ops()).toEqual(["current:1"]);
+        // Once the renewed ttl has passed too, the next re-read reports the expiry.
+        now = T0 + 140;
+        await expect.poll(() => w.ops(), { timeout: 5000, interval: 5 }).toEqual(["current:1", `expired:${r.instanceId}`]);
       } finally {
         await w.close();
       }

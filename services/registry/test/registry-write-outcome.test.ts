@@ -55,7 +55,7 @@ describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused 
       answers = {
         register: await inject("PUT", `${base}/s/instances`, { schema: "http", host: "new", port: 1 }),
         renew: await inject("PUT", `${base}/s/instances/${kept}/renew`),
-        metadata: await inject("PUT", `${base}/s/instances/${kept}/metadata`, { metadata: { zone: "b" } }),
+        metadata: await inject("PUT", `${base}/s/instances/${kept}/metadata`, { zone: "b" }),
         deregister: await inject("DELETE", `${base}/s/instances/${gone}`),
         putService: await inject("PUT", `${base}/added`),
         deleteService: await inject("DELETE", `${base}/old`),
@@ -101,7 +101,7 @@ describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused 
       for (const r of [
         await inject("PUT", `${base}/s/instances`, { schema: "http", host: "b", port: 1 }),
         await inject("PUT", `${base}/s/instances/${id}/renew`),
-        await inject("PUT", `${base}/s/instances/${id}/metadata`, { metadata: {} }),
+        await inject("PUT", `${base}/s/instances/${id}/metadata`, {}),
         await inject("DELETE", `${base}/s/instances/${id}`),
         await inject("PUT", `${base}/t`),
         await inject("DELETE", `${base}/s`),

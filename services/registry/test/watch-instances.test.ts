@@ -11,7 +11,7 @@ describe("watchInstances", () => {
     expect((await it.next()).value).toEqual({ op: "current", instances: [] });
     const now = Date.now();
     for (let i = 1; i <= MAX_QUEUED_CHANGES + 50; i++) await store.register("{w}", instance("s", "h", i, { ttlMs: 0 }, now), now);
-    await new Promise((r) => setTimeout(r, 0)); // events are delivered as microtasks
+    // no wait needed: each event is delivered in a microtask queued before its write's promise resolves
     const next = (await it.next()).value;
     expect(next?.op).toBe("resync");
     expect(next && "instances" in next && next.instances.length).toBe(MAX_QUEUED_CHANGES + 50);
