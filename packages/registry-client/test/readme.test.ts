@@ -43,18 +43,19 @@ describe("README", () => {
       rmSync(dir, { recursive: true, force: true });
     });
 
-    it("the README has an example of registering, of discovery and of a transport", () => {
-      expect(snippets.length).toBe(3);
+    it("the README has an example of registering, of keepalive, of discovery and of a transport", () => {
+      expect(snippets.length).toBe(4);
     });
 
     const expectedLogs = () => [
       [`{${plain}}`, "order@http#10.0.0.1#8080 registered", "closed"],
+      ["worker@http#10.0.0.3#8080 registered", "closed"],
       [JSON.stringify(["order@http#10.0.0.2#8080 weight 1 zone b"]), "http://10.0.0.2:8080", `service "payment" has no live instance of weight above 0 in namespace "{${plain}}"`],
       ["1"],
     ];
     snippets.forEach((source, i) => {
       it(`example ${i + 1} runs and prints what it should`, async () => {
-        if (i === 1) {
+        if (i === 2) {
           // The instance the discovery example finds (example 1 deregistered its own on close).
           const remote = createClient(RegistryService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1" }));
           await remote.registerInstance({ namespace: `{${plain}}`, serviceId: "order", schema: "http", host: "10.0.0.2", port: 8080, metadata: { zone: "b" } });
