@@ -153,7 +153,7 @@ function fieldJsonBody(req: FastifyRequest, schema: DescMessage, field: DescFiel
   try {
     return (fromJson(schema, { [field.jsonName]: json }) as unknown as Record<string, unknown>)[field.localName];
   } catch (err) {
-    throw invalid(`the request body is not a valid ${field.jsonName}: ${(err as Error).message.replace(/^cannot decode field \S+ from JSON: /, "")}`);
+    throw invalid(`the request body is not a valid ${field.jsonName}: ${(err as Error).message.replace(/cannot decode field (?:\S+\.)?(\w+) from JSON: /g, "$1: ")}`);
   }
 }
 
