@@ -3,7 +3,7 @@ import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import { KeepaliveRequestSchema, type KeepaliveResponse, type RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { backoffMs, pause } from "./backoff.js";
-import { deregister, registerRequestOf, type Registration, type RegistrationDeps } from "./registration.js";
+import { registerRequestOf, registrationHandle, type Registration, type RegistrationDeps } from "./registration.js";
 import type { RegisterOptions, RegistrationState } from "./types.js";
 
 export interface KeepaliveRegistrationDeps extends Omit<RegistrationDeps, "renewEveryMs"> {
@@ -55,7 +55,7 @@ async function registered(stream: KeepaliveStream): Promise<string> {
 export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps, options: RegisterOptions): Promise<Registration> {
   const { keepaliveClient, callTimeoutMs, emit } = deps;
   const { request } = registerRequestOf(deps, options);
-  const { namespace, serviceId } = request;
+  const { serviceId } = request;
   let stream = openStream(keepaliveClient, request);
   const instanceId = await registered(stream);
   emit({ type: "registered", instanceId });
@@ -103,26 +103,12 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
     }
   })();
 
-  let closing: Promise<void> | undefined;
-  return {
-    instanceId,
-    serviceId,
-    get state() {
-      return state;
-    },
-    close() {
-      closing ??= (async () => {
-        stop.abort();
-        stream.end();
-        // The server answers the end at once; one that does not within a call's time gets the call cancelled.
-        const timer = setTimeout(() => stream.cancel(), callTimeoutMs);
-        await loop;
-        clearTimeout(timer);
-        state = "closed";
-        await deregister(deps.client, { namespace, serviceId, instanceId }, callTimeoutMs);
-        emit({ type: "deregistered", instanceId });
-      })();
-      return closing;
-    },
-  };
+  return registrationHandle(deps, { serviceId, instanceId }, () => state, async () => {
+    stop.abort();
+    stream.end();
+    // The server answers the end at once; one that does not within a call's time gets the call cancelled.
+    const timer = setTimeout(() => stream.cancel(), callTimeoutMs);
+    await loop;
+    clearTimeout(timer);
+  });
 }

@@ -102,20 +102,35 @@ export async function startRegistration(deps: RegistrationDeps, options: Registe
     }
   })();
 
+  return registrationHandle(deps, { serviceId, instanceId }, () => state, async () => {
+    stop.abort();
+    await loop;
+  });
+}
+
+/**
+ * The Registration handed to the caller, however the instance is kept alive: `stopKeeping` stops that (and waits for
+ * it); close() then deregisters the instance, once, however many times it is called.
+ */
+export function registrationHandle(
+  deps: Pick<RegistrationDeps, "client" | "namespace" | "callTimeoutMs" | "emit">,
+  ids: { serviceId: string; instanceId: string },
+  state: () => RegistrationState,
+  stopKeeping: () => Promise<void>,
+): Registration {
   let closing: Promise<void> | undefined;
+  let closed = false;
   return {
-    instanceId,
-    serviceId,
+    ...ids,
     get state() {
-      return state;
+      return closed ? "closed" : state();
     },
     close() {
       closing ??= (async () => {
-        stop.abort();
-        await loop;
-        state = "closed";
-        await deregister(client, { namespace, serviceId, instanceId }, callTimeoutMs);
-        emit({ type: "deregistered", instanceId });
+        await stopKeeping();
+        closed = true;
+        await deregister(deps.client, { namespace: deps.namespace, ...ids }, deps.callTimeoutMs);
+        deps.emit({ type: "deregistered", instanceId: ids.instanceId });
       })();
       return closing;
     },

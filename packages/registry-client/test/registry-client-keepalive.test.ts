@@ -1,15 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import type { ChildProcess } from "node:child_process";
 import { createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { createRegistryClient, type RegistryClient, type RegistryEvent } from "../src/index.js";
-import { countingTransport } from "./support.js";
-
-const CHILD = fileURLToPath(new URL("./fixtures/register-child.ts", import.meta.url));
+import { countingTransport, spawnRegisteredChild } from "./support.js";
 
 /** Every RPC the registry process has handled so far, by method, from its own metrics (what the server saw). */
 async function handledByServer(gateway: RegistryGateway): Promise<Map<string, number>> {
@@ -88,16 +84,8 @@ for (const target of storeTargets()) {
     it("a keepalive process killed with SIGKILL: another client's cache drops it one TTL later", async () => {
       const namespace = ns("kakill-");
       const ttlMs = 1500;
-      const child = spawn(process.execPath, ["--import", "tsx", CHILD], {
-        env: { ...process.env, REGISTRY_URL: url, REGISTRY_KEEPALIVE_URL: grpcUrl, REGISTRY_NAMESPACE: namespace, REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: String(ttlMs) },
-        stdio: ["ignore", "pipe", "inherit"],
-      });
+      const { child, instanceId } = await spawnRegisteredChild({ REGISTRY_URL: url, REGISTRY_KEEPALIVE_URL: grpcUrl, REGISTRY_NAMESPACE: namespace, REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: String(ttlMs) });
       children.push(child);
-      const line = await new Promise<string>((resolve, reject) => {
-        createInterface({ input: child.stdout! }).once("line", resolve);
-        child.once("exit", (code) => reject(new Error(`the child exited (${code}) before registering`)));
-      });
-      const instanceId = line.replace(/^registered /, "");
       expect(instanceId).toMatch(/^worker@http#127\.0\.0\.1#\d+$/);
 
       const b = client({ serviceId: "checkout", namespace });

@@ -1,6 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import type { ChildProcess } from "node:child_process";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
@@ -8,9 +6,7 @@ import { chooseWeighted as serverChooseWeighted } from "@gov/registry-service";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { chooseWeighted, ClientClosedError, createRegistryClient, NoInstanceError, toNamespace, type RegistryClient, type RegistryEvent } from "../src/index.js";
-import { countingTransport } from "./support.js";
-
-const CHILD = fileURLToPath(new URL("./fixtures/register-child.ts", import.meta.url));
+import { countingTransport, spawnRegisteredChild } from "./support.js";
 
 describe("toNamespace (seed namespace rule 3)", () => {
   it("wraps a plain name in braces and keeps a tagged one as given", () => {
@@ -102,16 +98,8 @@ for (const target of storeTargets()) {
     it("drops a killed process's instance from the cache within one TTL", async () => {
       const namespace = ns("kill-");
       const ttlMs = 1500;
-      const child = spawn(process.execPath, ["--import", "tsx", CHILD], {
-        env: { ...process.env, REGISTRY_URL: url, REGISTRY_NAMESPACE: namespace, REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: String(ttlMs) },
-        stdio: ["ignore", "pipe", "inherit"],
-      });
+      const { child, instanceId } = await spawnRegisteredChild({ REGISTRY_URL: url, REGISTRY_NAMESPACE: namespace, REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: String(ttlMs) });
       children.push(child);
-      const line = await new Promise<string>((resolve, reject) => {
-        createInterface({ input: child.stdout! }).once("line", resolve);
-        child.once("exit", (code) => reject(new Error(`the child exited (${code}) before registering`)));
-      });
-      const instanceId = line.replace(/^registered /, "");
       expect(instanceId).toMatch(/^worker@http#127\.0\.0\.1#\d+$/);
 
       const b = client({ serviceId: "checkout", namespace });

@@ -1,3 +1,6 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
 import type { Transport } from "@connectrpc/connect";
 
 /** What a counting wrapper saw: every call by method name, and the X-Gov-Consumer header each carried. */
@@ -29,4 +32,25 @@ export function countingTransport(inner: Transport): { transport: Transport; log
     },
     log,
   };
+}
+
+/**
+ * Starts `fixtures/register-child.ts` (a service process registering itself through the SDK) with `env`, and waits for
+ * the instance id it prints once registered.
+ */
+export async function spawnRegisteredChild(env: Record<string, string>): Promise<{ child: ChildProcess; instanceId: string }> {
+  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fixtures/register-child.ts", import.meta.url))], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once("line", resolve);
+      child.once("exit", (code) => reject(new Error(`the child exited (${code}) before registering`)));
+    });
+    return { child, instanceId: line.replace(/^registered /, "") };
+  } catch (err) {
+    child.kill("SIGKILL");
+    throw err;
+  }
 }
