@@ -111,13 +111,12 @@ for (const target of storeTargets()) {
       await expect.poll(() => streams.map((s) => s.ka.answers[0]?.instanceId), { timeout: 5000 }).toEqual(["s@http#grpc#1", "s@http#connect-h2#1"]);
       expect(await list(n, "s")).toEqual(["connect-h2", "grpc"]);
 
-      // 3.5 ttls: both stay listed all along, renewed by the server on its own.
-      const started = Date.now();
-      while (Date.now() - started < 3.5 * TTL_MS) {
+      // Ten renewals by the server on its own (every third of a ttl: over three ttls), however long a busy machine
+      // makes them take; both stay listed all along, checked every 100 ms.
+      while (streams.some((s) => s.ka.answers.length < 11)) {
         expect(await list(n, "s")).toEqual(["connect-h2", "grpc"]);
         await new Promise((r) => setTimeout(r, 100));
       }
-      for (const s of streams) expect(s.ka.answers.length, s.name).toBeGreaterThanOrEqual(4); // the renewals were answered
 
       // A ping renews at once and is answered with the new expiry.
       const [grpc] = streams;
