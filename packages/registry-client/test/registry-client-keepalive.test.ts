@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import { createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
@@ -103,6 +103,13 @@ for (const target of storeTargets()) {
       expect(b.events.filter((e) => e.type === "instances").length).toBe(2); // current, then expired: learnt from the stream
       expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
     }, 40_000);
+
+    it("a keepalive transport over HTTP/1.1: register() rejects with the server's failed_precondition saying to use HTTP/2", async () => {
+      const c = createRegistryClient({ baseUrl: url, keepalive: { transport: createConnectTransport({ baseUrl: url, httpVersion: "1.1" }) }, namespace: ns("h1-"), serviceId: "s" });
+      clients.push(c);
+      const refused = await c.register({ schema: "http", host: "h", port: 1 }).catch((e: unknown) => ConnectError.from(e));
+      expect([(refused as ConnectError).code, (refused as ConnectError).rawMessage]).toEqual([Code.FailedPrecondition, expect.stringMatching(/needs HTTP\/2.*on the gRPC port/)]);
+    });
 
     it("renew mode: in steady state the server handles renewals only, however often the cache is read", async () => {
       const namespace = ns("poll-");
