@@ -1,0 +1,66 @@
+import { SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
+import { loadSettings, type SettingValues, type SettingsSources } from "@gov/settings";
+import type { FastifyInstance } from "fastify";
+import type { Registry } from "prom-client";
+import { managementAuthorizer, type AuthorizeManagement } from "./authorize.js";
+import { mountIdgenEndpoints } from "./endpoints.js";
+import { idgenReadiness, machineIdHealth, type ComponentHealth } from "./health.js";
+import { registerIdgenMetrics } from "./metrics.js";
+import { nextIdOf } from "./request-ids.js";
+import { idgenConfigFromSources, monitorSettings } from "./settings.js";
+
+export interface IdgenMonitor {
+  idgen: IdGen;
+  /** `{machineId}` for `/actuator/health`, its details shown per `management.endpoint.health.show-details` for this caller. */
+  healthComponents(authorizationHeader: string | undefined): Promise<Record<string, ComponentHealth>>;
+  /** Readiness: DOWN once the generators stopped. */
+  readiness(): ComponentHealth;
+  /** Adds the `/actuator/idgen*` routes to the management listener (before it listens). */
+  mount(app: FastifyInstance): void;
+  /** A new unique id string from the share generator; throws `IdsUnavailableError` once it stopped. */
+  nextId(): string;
+  /** Stops the generators and releases the machine id. */
+  close(): Promise<void>;
+}
+
+export interface MonitorOptions {
+  /** The process's settings sources: the `idgen.*` and `management.*` settings are read from them. */
+  sources: SettingsSources;
+  /** Default `idgen.namespace`: the application name. */
+  application: string;
+  /** The process's Redis client (REDIS_URL): `redis` distributor; none: `manual`. */
+  redis?: RedisClient;
+  /** The process's pino logger; the library logs under it with `name: "gov.idgen"`. */
+  logger: IdGenLogger & { child(bindings: object): IdGenLogger };
+  /** Where the idgen metric families go (the process's `/metrics` registry). */
+  registry: Registry;
+  /** The security module's seam: resolves a bearer token to a role. `management.token` is checked first. */
+  authorizeManagement?: AuthorizeManagement;
+}
+
+/** Reads the settings (a bad one throws, naming it), starts the generators and registers the metrics. */
+export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor> {
+  const settings: SettingValues<typeof monitorSettings> = loadSettings(monitorSettings, o.sources);
+  const config = idgenConfigFromSources(o.sources, settings.namespace ?? o.application);
+  const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ name: "gov.idgen" }) });
+  registerIdgenMetrics(o.registry, idgen);
+  const authorize = managementAuthorizer(settings.token, o.authorizeManagement);
+  // Held, not looked up per id: removing `__share__` through the actuator must not take request ids down with it.
+  const share = idgen.registry.find(SHARE) ?? idgen.registry.find(idgen.registry.names()[0] ?? "");
+  const nextId = share ? nextIdOf(share) : () => crypto.randomUUID();
+
+  return {
+    idgen,
+    async healthComponents(header) {
+      const health = machineIdHealth(idgen);
+      const show = settings.showDetails === "always" || (settings.showDetails === "when-authorized" && (await authorize(header)) !== undefined);
+      return { machineId: show ? health : { status: health.status } };
+    },
+    readiness: () => idgenReadiness(idgen),
+    mount(app) {
+      mountIdgenEndpoints(app, { idgen, exposure: settings.exposure, deleteEnabled: settings.deleteEnabled, authorize });
+    },
+    nextId,
+    close: () => idgen.close(),
+  };
+}
