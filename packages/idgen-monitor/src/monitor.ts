@@ -1,4 +1,4 @@
-import { SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
+import { IDGEN_LOGGER_NAME, SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
 import { loadSettings, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
@@ -30,8 +30,8 @@ export interface MonitorOptions {
   application: string;
   /** The process's Redis client (REDIS_URL): `redis` distributor; none: `manual`. */
   redis?: RedisClient;
-  /** The process's pino logger; the library logs under it with `name: "gov.idgen"`. */
-  logger: IdGenLogger & { child(bindings: object): IdGenLogger };
+  /** The process's pino logger; the library logs to a child of it (`logger: "gov.idgen"`). */
+  logger: IdGenLogger & { child(bindings: object, options?: { level: string }): IdGenLogger };
   /** Where the idgen metric families go (the process's `/metrics` registry). */
   registry: Registry;
   /** The security module's seam: resolves a bearer token to a role. `management.token` is checked first. */
@@ -42,7 +42,10 @@ export interface MonitorOptions {
 export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor> {
   const settings: SettingValues<typeof monitorSettings> = loadSettings(monitorSettings, o.sources);
   const config = idgenConfigFromSources(o.sources, settings.namespace ?? o.application);
-  const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ name: "gov.idgen" }) });
+  // The library's lines go to the process's pino log, tagged `logger: "gov.idgen"`; IDGEN_LOG_LEVEL=debug shows
+  // distribution, renewal and prefetch without raising the level of everything else.
+  const level = o.sources.env.IDGEN_LOG_LEVEL;
+  const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);
   // Held, not looked up per id: removing `__share__` through the actuator must not take request ids down with it.
