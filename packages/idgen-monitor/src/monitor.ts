@@ -1,4 +1,4 @@
-import { IDGEN_LOGGER_NAME, SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
+import { defaultInstanceId, IDGEN_LOGGER_NAME, SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
 import { loadSettings, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
@@ -38,10 +38,16 @@ export interface MonitorOptions {
   authorizeManagement?: AuthorizeManagement;
 }
 
+let startedInThisProcess = 0;
+
 /** Reads the settings (a bad one throws, naming it), starts the generators and registers the metrics. */
 export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor> {
   const settings: SettingValues<typeof monitorSettings> = loadSettings(monitorSettings, o.sources);
   const config = idgenConfigFromSources(o.sources, settings.namespace ?? o.application);
+  // `host:pid` names the lease owner; a second process built in the same Node process (tests, tools) must not claim
+  // the first one's machine id, so it gets a suffix.
+  const nth = startedInThisProcess++;
+  if (config.machine.instanceId === undefined && config.machine.port === undefined && nth > 0) config.machine.instanceId = `${defaultInstanceId()}#${nth}`;
   // The library's lines go to the process's pino log, tagged `logger: "gov.idgen"`; IDGEN_LOG_LEVEL=debug shows
   // distribution, renewal and prefetch without raising the level of everything else.
   const level = o.sources.env.IDGEN_LOG_LEVEL;

@@ -1,6 +1,7 @@
 import { configModule } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
-import { buildProcess, type BuiltProcess } from "@gov/service-kit";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { buildProcess, type BuiltProcess, type ModuleContext, type ServiceModule } from "@gov/service-kit";
 import { startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { capturedLogger, sample, sources, TOKEN, waitUntil } from "./helpers.js";
@@ -14,18 +15,35 @@ const T_MS = 3_000; // generators stop 2.7 s after the last successful renewal
  * A gateway alone (its module remote, never called) on a real redis-server that the test stops and restarts by PID.
  * Its readiness has one component, `idgen`, so what turns it DOWN is the generator and nothing else.
  */
+/** A module that only keeps its context: it takes ids the way a service does (audit entries). */
+function contextProbe(): { module: ServiceModule; ctx: () => ModuleContext } {
+  let kept: ModuleContext | undefined;
+  const module: ServiceModule = {
+    name: "probe",
+    services: [],
+    settings: {},
+    ports: { port: 0, grpcPort: 0 },
+    async create(ctx) {
+      kept = ctx;
+      return { impls: [], health: () => ({ status: "UP" }), close: async () => {} };
+    },
+  };
+  return { module, ctx: () => kept! };
+}
+
 describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from the management listener", () => {
   let server: RedisServer;
   let proc: BuiltProcess;
   let url: string;
   const log = capturedLogger();
   const issued: string[] = [];
+  const probe = contextProbe();
 
   beforeAll(async () => {
     server = await startRedis();
     proc = await buildProcess({
       name: "gov.gateway",
-      modules: [configModule],
+      modules: [configModule, probe.module],
       gateway: restGateway,
       logger: log.logger,
       sources: sources({
@@ -56,7 +74,7 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     return { status: res.status, body };
   };
   const issueMany = () => {
-    for (let i = 0; i < 5_000; i++) issued.push(proc.monitor!.nextId());
+    for (let i = 0; i < 2_500; i++) issued.push(proc.monitor!.nextId(), probe.ctx().ids.nextId());
   };
 
   it("Redis stopped → machineId DOWN with error and time within one renewal; failures rise; Redis back → UP", async () => {
@@ -107,6 +125,16 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     expect(refused.status).toBe(503);
     expect(JSON.parse(refused.body)).toMatchObject({ code: "unavailable", message: expect.stringContaining("cannot issue ids (MachineIdLostException") });
     expect(() => proc.monitor!.nextId()).toThrow(/cannot issue ids/);
+    // a module's ids (ctx.ids): a ConnectError `unavailable`, which every listener answers as 503
+    const err = (() => {
+      try {
+        probe.ctx().ids.nextId();
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(err).toMatchObject({ code: Code.Unavailable, rawMessage: expect.stringContaining("cannot issue ids") });
 
     // Redis back does not revive a stopped generator: it stays stopped (and says so) until the process restarts
     await server.start();

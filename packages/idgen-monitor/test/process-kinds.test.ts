@@ -1,7 +1,7 @@
 import { configModule } from "@gov/config-service";
 import { registryModule } from "@gov/registry-service";
 import { buildProcess, type BuiltProcess, type ProcessOptions } from "@gov/service-kit";
-import { startRedis, type RedisServer } from "@gov/testkit";
+import { redisTargets, startRedis } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { platform } from "../../../apps/platform.js";
 import { capturedLogger, sources, TOKEN, waitUntil } from "./helpers.js";
@@ -24,15 +24,12 @@ async function start(options: ProcessOptions, env: Record<string, string>) {
   return { proc, urls };
 }
 
-for (const store of ["embedded", "redis"] as const) {
-  describe.skipIf(store === "redis" && inject("redisSkipReason"))(`every process kind issues ids and serves the monitor (${store})`, () => {
-    let server: RedisServer | undefined;
+for (const store of [{ name: "embedded", url: "", skip: "" }, ...redisTargets()]) {
+  describe.skipIf(store.skip)(`every process kind issues ids and serves the monitor (${store.name})`, () => {
     const procs: BuiltProcess[] = [];
-    let env: Record<string, string> = {};
+    const env: Record<string, string> = store.url ? { REDIS_URL: store.url } : {};
     let services: { config: string; registry: string };
     beforeAll(async () => {
-      if (store === "redis") server = await startRedis();
-      env = server ? { REDIS_URL: server.url } : {};
       // the services the lone gateway calls
       const config = await start({ name: "gov.config-service", modules: [configModule] }, env);
       const registry = await start({ name: "gov.registry-service", modules: [registryModule] }, env);
@@ -41,15 +38,16 @@ for (const store of ["embedded", "redis"] as const) {
     });
     afterAll(async () => {
       for (const p of procs) await p.shutdown();
-      await server?.stop();
     });
 
     it("namespace = application name, the distributor REDIS_URL selects, /actuator/idgen, request ids end to end", async () => {
+      const gatewayMachineIds: number[] = [];
       for (const { kind, namespace, options, env: own } of kinds(services.config, services.registry)) {
         const { proc, urls } = await start(options, { ...env, ...own });
         procs.push(proc);
         const health = (await proc.management.inject({ url: "/actuator/health", headers: admin })).json();
-        expect(health.components.machineId, kind).toMatchObject({ status: "UP", details: { namespace, distributor: store === "redis" ? "redis" : "manual" } });
+        expect(health.components.machineId, kind).toMatchObject({ status: "UP", details: { namespace, distributor: store.url ? "redis" : "manual" } });
+        if (namespace === "gateway") gatewayMachineIds.push(health.components.machineId.details.machineId);
         const list = (await proc.management.inject({ url: "/actuator/idgen" })).json() as { name: string }[];
         expect(list.map((g) => g.name), kind).toContain("__share__");
         const metrics = (await proc.management.inject({ url: "/metrics" })).body;
@@ -60,6 +58,8 @@ for (const store of ["embedded", "redis"] as const) {
         await res.arrayBuffer();
         expect(res.headers.get("x-request-id"), kind).toMatch(/^[0-9A-Za-z]{11}$/);
       }
+      // two live processes of one namespace (both gateways, in this one Node process) never share a leased machine id
+      if (store.url) expect(new Set(gatewayMachineIds).size).toBe(2);
     });
   });
 }
