@@ -1,5 +1,5 @@
 import { SHARE, type IdGen, type IdGenerator } from "@gov/idgen";
-import { Counter, Gauge, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
 
 /** Every metric family the monitor exports (README "Operating", alert rules and the dashboard use these names). */
 export const IDGEN_METRIC_NAMES = [
@@ -37,8 +37,28 @@ export function distinctGenerators(idgen: IdGen): [string, IdGenerator][] {
 /** Clock-backwards episodes of a generator: Snowflake reports them in its state, composites on their sequencer. */
 function clockBackwardsOf(g: IdGenerator, state: Record<string, unknown>): number | undefined {
   if (typeof state.clockBackwards === "number") return state.clockBackwards;
-  const sequencer = (g as { sequencer?: { clockBackwardsCount?: number } }).sequencer;
-  return sequencer?.clockBackwardsCount;
+  return (g as { sequencer?: { clockBackwardsCount?: number } }).sequencer?.clockBackwardsCount;
+}
+
+type Labels = Record<string, string>;
+type Sample = { value: number; sharedLabels: Labels };
+
+/**
+ * A family prom-client's registry renders like its own, with values read at scrape time. Labels go as shared labels:
+ * the registry formats each label object once and caches it by identity, so the objects below are kept per series;
+ * prom-client's own Gauge/Counter would validate and hash every label set on every scrape (tens of ms at 1,000 series).
+ */
+function family(name: string, help: string, type: "gauge" | "counter", samples: () => Sample[]) {
+  const snapshot = (values: unknown[]) => ({ name, help, type, aggregator: "sum" as const, values });
+  return {
+    name,
+    help,
+    type,
+    aggregator: "sum" as const,
+    getForPromString: async () => snapshot(samples()),
+    get: async () => snapshot(samples().map((s) => ({ value: s.value, labels: { ...s.sharedLabels } }))),
+    reset: () => {},
+  };
 }
 
 /**
@@ -48,134 +68,66 @@ function clockBackwardsOf(g: IdGenerator, state: Record<string, unknown>): numbe
 export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
   const namespace = idgen.config.namespace;
   const ns = { namespace };
-  const registers = [registry];
+  const byResult = { success: { namespace, result: "success" }, failure: { namespace, result: "failure" }, lost: { namespace, result: "lost" } };
   const lease = () => idgen.lease?.state();
+  const one = (value: number | undefined): Sample[] => (value === undefined ? [] : [{ value, sharedLabels: ns }]);
 
-  new Gauge({
-    name: "idgen_machine_lease_up",
-    help: "1 while the machine-id lease is healthy (manual ids are always up), 0 while the last renewal failed or after the lease was lost",
-    labelNames: ["namespace"],
-    registers,
-    collect() {
-      const s = lease();
-      this.set(ns, !s || s.status === "UP" ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: "idgen_machine_id",
-    help: "The machine id this process holds",
-    labelNames: ["namespace"],
-    registers,
-    collect() {
-      this.set(ns, lease()?.machineId ?? idgen.config.machine.machineId);
-    },
-  });
-  new Gauge({
-    name: "idgen_machine_lease_last_success_timestamp_seconds",
-    help: "Unix time of the last successful lease renewal (or distribution)",
-    labelNames: ["namespace"],
-    registers,
-    collect() {
-      const s = lease();
-      this.reset();
-      if (s) this.set(ns, s.lastRenewalAt / 1000);
-    },
-  });
-  new Gauge({
-    name: "idgen_machine_lease_stop_deadline_seconds",
-    help: "Unix time at which Snowflake and composite generators stop unless a renewal succeeds first (last success + T - min(10s, T/10))",
-    labelNames: ["namespace"],
-    registers,
-    collect() {
-      const s = lease();
-      this.reset();
-      if (s) this.set(ns, s.stopDeadline / 1000);
-    },
-  });
-  new Counter({
-    name: "idgen_machine_lease_renewals_total",
-    help: "Lease renewal attempts by result: success, failure (Guard Failed) or lost (the store no longer holds the lease)",
-    labelNames: ["namespace", "result"],
-    registers,
-    collect() {
-      const s = lease();
-      this.reset();
-      if (!s) return;
-      for (const result of ["success", "failure", "lost"] as const) this.inc({ namespace, result }, s.renewals[result]);
-    },
-  });
-  new Gauge({
-    name: "idgen_machine_lease_consecutive_failures",
-    help: "Failed renewals since the last success",
-    labelNames: ["namespace"],
-    registers,
-    collect() {
-      this.set(ns, lease()?.consecutiveFailures ?? 0);
-    },
-  });
-
-  // Per generator: one pass over the registry per scrape, shared by the families below. A scrape collects every
-  // family in one synchronous run, so the pass is dropped at the next turn of the event loop.
-  type Entry = { name: string; g: IdGenerator; state: Record<string, unknown> };
+  // One pass over the registry per scrape, shared by the per-generator families. A scrape renders every family in
+  // one synchronous run, so the pass is dropped at the next turn of the event loop.
+  type Entry = { g: IdGenerator; state: Record<string, unknown>; labels: Labels; withKind: Labels };
+  const labelCache = new Map<string, Entry>();
   let cached: Entry[] | undefined;
   const generators = (): Entry[] => {
     if (!cached) {
-      cached = distinctGenerators(idgen).map(([name, g]) => ({ name, g, state: g.describe().state }));
+      cached = distinctGenerators(idgen).map(([name, g]) => {
+        let e = labelCache.get(name);
+        if (!e || e.g !== g) labelCache.set(name, (e = { g, state: {}, labels: { namespace, generator: name }, withKind: { namespace, generator: name, kind: g.kind } }));
+        e.state = g.describe().state;
+        return e;
+      });
+      if (labelCache.size > cached.length) for (const [name, e] of labelCache) if (!cached.includes(e)) labelCache.delete(name); // removed ones
       setImmediate(() => (cached = undefined));
     }
     return cached;
   };
-  new Counter({
-    name: "idgen_ids_generated_total",
-    help: "Ids issued, by generator and kind",
-    labelNames: ["namespace", "generator", "kind"],
-    registers,
-    collect() {
-      this.reset();
-      for (const { name, g } of generators()) this.inc({ namespace, generator: name, kind: g.kind }, g.generatedCount);
-    },
-  });
-  new Counter({
-    name: "idgen_clock_backwards_waits_total",
-    help: "Times a generator found the clock behind its last timestamp and waited or refused (Detected clock backwards)",
-    labelNames: ["namespace", "generator"],
-    registers,
-    collect() {
-      this.reset();
-      for (const { name, g, state } of generators()) {
-        const n = clockBackwardsOf(g, state);
-        if (n !== undefined) this.inc({ namespace, generator: name }, n);
-      }
-    },
-  });
-  new Gauge({
-    name: "idgen_segment_remaining_ids",
-    help: "Ids a segment chain has reserved and not issued (its runway while the store is down)",
-    labelNames: ["namespace", "generator"],
-    registers,
-    collect() {
-      this.reset();
-      for (const { name, state } of generators()) if (typeof state.runway === "number") this.set({ namespace, generator: name }, state.runway);
-    },
-  });
-  new Gauge({
-    name: "idgen_segment_chain_prefetch_distance",
-    help: "Segments a chain keeps reserved ahead (doubles on hunger, halves back)",
-    labelNames: ["namespace", "generator"],
-    registers,
-    collect() {
-      this.reset();
-      for (const { name, state } of generators()) if (typeof state.prefetchDistance === "number") this.set({ namespace, generator: name }, state.prefetchDistance);
-    },
-  });
-  new Counter({
-    name: "idgen_segment_prefetch_failures_total",
-    help: "Failed segment prefetches (AppendChain [...] - prefetch failed / prefetch still failing)",
-    labelNames: ["namespace", "generator"],
-    registers,
-    collect() {
-      this.reset();
-      for (const { name, state } of generators()) if (typeof state.prefetchFailuresTotal === "number") this.inc({ namespace, generator: name }, state.prefetchFailuresTotal);
-    },
-  });
+  const perGenerator = (pick: (e: Entry) => number | undefined): Sample[] => {
+    const out: Sample[] = [];
+    for (const e of generators()) {
+      const value = pick(e);
+      if (value !== undefined) out.push({ value, sharedLabels: e.labels });
+    }
+    return out;
+  };
+  const num = (v: unknown) => (typeof v === "number" ? v : undefined);
+
+  const families = [
+    family("idgen_machine_lease_up", "1 while the machine-id lease is healthy (manual ids are always up), 0 while the last renewal failed or after the lease was lost", "gauge", () => {
+      const s = lease();
+      return one(!s || s.status === "UP" ? 1 : 0);
+    }),
+    family("idgen_machine_id", "The machine id this process holds", "gauge", () => one(lease()?.machineId ?? idgen.config.machine.machineId)),
+    family("idgen_machine_lease_last_success_timestamp_seconds", "Unix time of the last successful lease renewal (or distribution)", "gauge", () => {
+      const s = lease();
+      return one(s && s.lastRenewalAt / 1000);
+    }),
+    family("idgen_machine_lease_stop_deadline_seconds", "Unix time at which Snowflake and composite generators stop unless a renewal succeeds first (last success + T - min(10s, T/10))", "gauge", () => {
+      const s = lease();
+      return one(s && s.stopDeadline / 1000);
+    }),
+    family("idgen_machine_lease_renewals_total", "Lease renewal attempts by result: success, failure (Guard Failed) or lost (the store no longer holds the lease)", "counter", () => {
+      const s = lease();
+      return s ? (["success", "failure", "lost"] as const).map((r) => ({ value: s.renewals[r], sharedLabels: byResult[r] })) : [];
+    }),
+    family("idgen_machine_lease_consecutive_failures", "Failed renewals since the last success", "gauge", () => one(lease()?.consecutiveFailures ?? 0)),
+    family("idgen_ids_generated_total", "Ids issued, by generator and kind", "counter", () => generators().map((e) => ({ value: e.g.generatedCount, sharedLabels: e.withKind }))),
+    family("idgen_clock_backwards_waits_total", "Times a generator found the clock behind its last timestamp and waited or refused (Detected clock backwards)", "counter", () =>
+      perGenerator((e) => clockBackwardsOf(e.g, e.state)),
+    ),
+    family("idgen_segment_remaining_ids", "Ids a segment chain has reserved and not issued (its runway while the store is down)", "gauge", () => perGenerator((e) => num(e.state.runway))),
+    family("idgen_segment_chain_prefetch_distance", "Segments a chain keeps reserved ahead (doubles on hunger, halves back)", "gauge", () => perGenerator((e) => num(e.state.prefetchDistance))),
+    family("idgen_segment_prefetch_failures_total", "Failed segment prefetches (AppendChain [...] - prefetch failed / prefetch still failing)", "counter", () =>
+      perGenerator((e) => num(e.state.prefetchFailuresTotal)),
+    ),
+  ];
+  for (const f of families) registry.registerMetric(f as unknown as Parameters<Registry["registerMetric"]>[0]);
 }

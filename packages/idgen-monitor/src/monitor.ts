@@ -17,7 +17,7 @@ export interface IdgenMonitor {
   readiness(): ComponentHealth;
   /** Adds the `/actuator/idgen*` routes to the management listener (before it listens). */
   mount(app: FastifyInstance): void;
-  /** A new unique id string from the share generator; throws `IdsUnavailableError` once it stopped. */
+  /** A new unique id string (composite generator `idgen`, else `__share__`); throws `IdsUnavailableError` once it stopped. */
   nextId(): string;
   /** Stops the generators and releases the machine id. */
   close(): Promise<void>;
@@ -54,9 +54,11 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
   const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);
-  // Held, not looked up per id: removing `__share__` through the actuator must not take request ids down with it.
-  const share = idgen.registry.find(SHARE) ?? idgen.registry.find(idgen.registry.names()[0] ?? "");
-  const nextId = share ? nextIdOf(share) : () => crypto.randomUUID();
+  // The composite generator makes string ids fastest (15 characters that sort by time, ~0.3 µs): request ids are
+  // on every request's path. Held, not looked up per id: removing a generator through the actuator must not take
+  // request ids down with it.
+  const source = idgen.registry.find("idgen") ?? idgen.registry.find(SHARE) ?? idgen.registry.find(idgen.registry.names()[0] ?? "");
+  const nextId = source ? nextIdOf(source) : () => crypto.randomUUID();
 
   return {
     idgen,

@@ -87,7 +87,7 @@ describe("idgen monitor on the management listener (manual machine id)", () => {
       ids.add(res.headers.get("x-request-id")!);
     }
     expect(ids.size).toBe(20);
-    for (const id of ids) expect(id).toMatch(/^[0-9A-Za-z]{11}$/);
+    for (const id of ids) expect(id).toMatch(/^[0-9A-Za-z]{15}$/); // composite ids: time, machine, sequence
     const own = await fetch(`${url}/no-such-route`, { headers: { "x-request-id": "client-abc-1" } });
     await own.arrayBuffer();
     expect(own.headers.get("x-request-id")).toBe("client-abc-1");

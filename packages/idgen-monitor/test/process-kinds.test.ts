@@ -56,7 +56,7 @@ for (const store of [{ name: "embedded", url: "", skip: "" }, ...redisTargets()]
         const path = options.gateway ? "/v1/configs/%7Bdemo%7D/app.yaml" : "/gov.config.v1.ConfigService/GetConfig";
         const res = options.gateway ? await fetch(urls.url + path) : await fetch(urls.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
         await res.arrayBuffer();
-        expect(res.headers.get("x-request-id"), kind).toMatch(/^[0-9A-Za-z]{11}$/);
+        expect(res.headers.get("x-request-id"), kind).toMatch(/^[0-9A-Za-z]{15}$/);
       }
       // two live processes of one namespace (both gateways, in this one Node process) never share a leased machine id
       if (store.url) expect(new Set(gatewayMachineIds).size).toBe(2);
