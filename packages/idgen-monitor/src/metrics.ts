@@ -34,11 +34,11 @@ export function distinctGenerators(idgen: IdGen): [string, IdGenerator][] {
   return out;
 }
 
-/** Clock-backwards episodes of a generator: Snowflake reports them in its state, composites on their sequencer. */
-function clockBackwardsOf(g: IdGenerator, state: Record<string, unknown>): number | undefined {
-  if (typeof state.clockBackwards === "number") return state.clockBackwards;
-  return (g as { sequencer?: { clockBackwardsCount?: number } }).sequencer?.clockBackwardsCount;
-}
+/** Clock-backwards episodes of a time-based generator (Snowflake, composite), counted by its tick sequencer. */
+const clockBackwardsOf = (g: IdGenerator) => (g as { sequencer?: { clockBackwardsCount?: number } }).sequencer?.clockBackwardsCount;
+
+/** Only segment chains have state worth a family (runway, prefetch); describing every generator costs a scrape. */
+const hasSegmentState = (g: IdGenerator) => "runway" in g;
 
 type Labels = Record<string, string>;
 type Sample = { value: number; sharedLabels: Labels };
@@ -82,7 +82,7 @@ export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
       cached = distinctGenerators(idgen).map(([name, g]) => {
         let e = labelCache.get(name);
         if (!e || e.g !== g) labelCache.set(name, (e = { g, state: {}, labels: { namespace, generator: name }, withKind: { namespace, generator: name, kind: g.kind } }));
-        e.state = g.describe().state;
+        e.state = hasSegmentState(g) ? g.describe().state : {};
         return e;
       });
       if (labelCache.size > cached.length) for (const [name, e] of labelCache) if (!cached.includes(e)) labelCache.delete(name); // removed ones
@@ -121,7 +121,7 @@ export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
     family("idgen_machine_lease_consecutive_failures", "Failed renewals since the last success", "gauge", () => one(lease()?.consecutiveFailures ?? 0)),
     family("idgen_ids_generated_total", "Ids issued, by generator and kind", "counter", () => generators().map((e) => ({ value: e.g.generatedCount, sharedLabels: e.withKind }))),
     family("idgen_clock_backwards_waits_total", "Times a generator found the clock behind its last timestamp and waited or refused (Detected clock backwards)", "counter", () =>
-      perGenerator((e) => clockBackwardsOf(e.g, e.state)),
+      perGenerator((e) => clockBackwardsOf(e.g)),
     ),
     family("idgen_segment_remaining_ids", "Ids a segment chain has reserved and not issued (its runway while the store is down)", "gauge", () => perGenerator((e) => num(e.state.runway))),
     family("idgen_segment_chain_prefetch_distance", "Segments a chain keeps reserved ahead (doubles on hunger, halves back)", "gauge", () => perGenerator((e) => num(e.state.prefetchDistance))),
