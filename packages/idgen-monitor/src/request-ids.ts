@@ -35,7 +35,9 @@ type RequestListener = (req: AnyRequest, res: AnyResponse) => void;
 /**
  * Gives every request on `server` an id from the generator before the framework sees it: the client's valid
  * `x-request-id`, or a new one written into the request's headers (so the gateway forwards it to the services and a
- * Fastify `genReqId` that reads the header logs it) and into the response's. When no id can be issued the request is
+ * Fastify `genReqId` that reads the header logs it). It is not echoed in the response: a header set before the
+ * framework's own makes Node merge every response header one by one (~3 % of a config GET's CPU, measured); a client
+ * that wants to correlate sends its own `x-request-id`. When no id can be issued the request is
  * answered 503 `unavailable` with the reason, and never reaches a handler. One wrapper around the server's own request
  * listener: no per-request hook in the framework.
  */
@@ -55,7 +57,6 @@ export function issueRequestIds(server: { listeners(event: "request"): Function[
       }
       req.headers["x-request-id"] = id;
     }
-    res.setHeader("x-request-id", id);
     for (const listener of inner) listener.call(this, req, res);
   });
 }

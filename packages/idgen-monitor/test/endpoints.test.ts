@@ -6,7 +6,8 @@ import { configModule } from "@gov/config-service";
 import { buildProcess, type BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IDGEN_METRIC_NAMES } from "../src/index.js";
-import { promtool, sources, TOKEN, USER_TOKEN } from "./helpers.js";
+import { platform } from "../../../apps/platform.js";
+import { capturedLogger, promtool, sources, TOKEN, USER_TOKEN } from "./helpers.js";
 
 const admin = { authorization: `Bearer ${TOKEN}` };
 const user = { authorization: `Bearer ${USER_TOKEN}` };
@@ -78,19 +79,27 @@ describe("idgen monitor on the management listener (manual machine id)", () => {
     expect(out).toBe("");
   });
 
-  it("request ids come from the generator (x-request-id), a client's own id is kept", async () => {
-    const { url } = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
-    const ids = new Set<string>();
-    for (let i = 0; i < 20; i++) {
-      const res = await fetch(`${url}/no-such-route`);
-      await res.arrayBuffer();
-      ids.add(res.headers.get("x-request-id")!);
+  it("request ids come from the generator (the reqId of the request's log lines), a client's own x-request-id is kept", async () => {
+    // a gateway whose config service is unreachable: each REST call is a 503 logged at warn with its reqId
+    const log = capturedLogger();
+    const gw = await buildProcess({ ...platform, logger: log.logger, sources: sources({ GOV_CONFIG_SERVICE_URL: "http://127.0.0.1:9", GOV_REGISTRY_SERVICE_URL: "http://127.0.0.1:9" }) });
+    try {
+      const { url } = await gw.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+      const call = async (headers: Record<string, string> = {}) => {
+        const res = await fetch(`${url}/v1/namespaces/%7Bdemo%7D/configs/app.yaml`, { headers });
+        await res.arrayBuffer();
+        expect(res.status).toBe(503);
+      };
+      for (let i = 0; i < 20; i++) await call();
+      await call({ "x-request-id": "client-abc-1" });
+      const reqIds = log.lines.filter((l) => l.level === 40 && l.reqId).map((l) => String(l.reqId));
+      expect(reqIds).toHaveLength(21);
+      expect(new Set(reqIds.slice(0, 20)).size).toBe(20);
+      for (const id of reqIds.slice(0, 20)) expect(id).toMatch(/^[0-9A-Za-z]{15}$/); // composite ids: time, machine, sequence
+      expect(reqIds[20]).toBe("client-abc-1");
+    } finally {
+      await gw.shutdown();
     }
-    expect(ids.size).toBe(20);
-    for (const id of ids) expect(id).toMatch(/^[0-9A-Za-z]{15}$/); // composite ids: time, machine, sequence
-    const own = await fetch(`${url}/no-such-route`, { headers: { "x-request-id": "client-abc-1" } });
-    await own.arrayBuffer();
-    expect(own.headers.get("x-request-id")).toBe("client-abc-1");
   });
 });
 

@@ -4,7 +4,7 @@ import { buildProcess, type BuiltProcess, type ProcessOptions } from "@gov/servi
 import { redisTargets, startRedis } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { platform } from "../../../apps/platform.js";
-import { capturedLogger, sources, TOKEN, waitUntil } from "./helpers.js";
+import { capturedLogger, sample, sources, TOKEN, waitUntil } from "./helpers.js";
 
 const admin = { authorization: `Bearer ${TOKEN}` };
 
@@ -52,11 +52,14 @@ for (const store of [{ name: "embedded", url: "", skip: "" }, ...redisTargets()]
         expect(list.map((g) => g.name), kind).toContain("__share__");
         const metrics = (await proc.management.inject({ url: "/metrics" })).body;
         expect(metrics, kind).toContain(`idgen_machine_lease_up{namespace="${namespace}"} 1`);
-        // a REST or Connect call gets an id from the generator
+        // a REST or Connect call takes an id from the composite generator
+        const composite = `idgen_ids_generated_total{namespace="${namespace}",generator="idgen",kind="CompositeIdGenerator"}`;
+        const before = sample(metrics, composite.split("{")[0], `{${composite.split("{")[1]}`)!;
         const path = options.gateway ? "/v1/configs/%7Bdemo%7D/app.yaml" : "/gov.config.v1.ConfigService/GetConfig";
         const res = options.gateway ? await fetch(urls.url + path) : await fetch(urls.url + path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
         await res.arrayBuffer();
-        expect(res.headers.get("x-request-id"), kind).toMatch(/^[0-9A-Za-z]{15}$/);
+        const after = sample((await proc.management.inject({ url: "/metrics" })).body, composite.split("{")[0], `{${composite.split("{")[1]}`)!;
+        expect(after, kind).toBe(before + 1);
       }
       // two live processes of one namespace (both gateways, in this one Node process) never share a leased machine id
       if (store.url) expect(new Set(gatewayMachineIds).size).toBe(2);
