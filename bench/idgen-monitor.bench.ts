@@ -83,16 +83,22 @@ async function scrapeWithManySeries() {
       proc.monitor!.idgen.registry.set(`g${i}`, g);
     }
     const times: number[] = [];
+    const cpu: number[] = [];
     let body = "";
     for (let i = 0; i < WARM_UP + SCRAPES; i++) {
       const started = performance.now();
+      const cpuBefore = process.cpuUsage();
       body = await (await fetch(`${managementUrl}/metrics`)).text();
-      if (i >= WARM_UP) times.push(performance.now() - started); // the first ones run before the JIT has compiled the path
+      const used = process.cpuUsage(cpuBefore);
+      if (i < WARM_UP) continue; // the first ones run before the JIT has compiled the path
+      times.push(performance.now() - started);
+      // server and client share this process: its CPU time bounds the scrape's from above, whatever the neighbours do
+      cpu.push((used.user + used.system) / 1000);
     }
     const series = body.split("\n").filter((l) => l.startsWith("idgen_ids_generated_total{")).length;
     if (series < SERIES) throw new Error(`expected ≥ ${SERIES} idgen_ids_generated_total series, got ${series}`);
     const idgenLines = body.split("\n").filter((l) => l.startsWith("idgen_")).length;
-    return { median: median(times), max: Math.max(...times), idgenLines, kb: Buffer.byteLength(body) / 1024 };
+    return { median: median(times), max: Math.max(...times), cpu: median(cpu), idgenLines, kb: Buffer.byteLength(body) / 1024 };
   } finally {
     await proc.shutdown();
   }
@@ -106,13 +112,14 @@ console.log("| process | req/s | p99 | ratio vs off | CPU/req | CPU ratio | req/
 console.log("|---|---|---|---|---|---|---|");
 for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${r.p99.toFixed(1)} ms | ${r.ratio.toFixed(3)} | ${r.cpu.toFixed(0)} µs | ${r.cpuRatio.toFixed(3)} | ${r.rounds.map(fmt).join(", ")} |`);
 console.log(`\nCPU profile of the "on" server over the whole run: ${(profile.share * 100).toFixed(2)} % of its busy time (${fmt(profile.busyMs)} ms) in @gov/idgen and @gov/idgen-monitor code (${profile.top.join(", ")})`);
-console.log(`\n/metrics with ${SERIES} generators (${scrape.idgenLines} idgen sample lines, ${scrape.kb.toFixed(0)} KB), ${SCRAPES} sequential scrapes: median ${scrape.median.toFixed(2)} ms, slowest ${scrape.max.toFixed(2)} ms\n`);
+console.log(`\n/metrics with ${SERIES} generators (${scrape.idgenLines} idgen sample lines, ${scrape.kb.toFixed(0)} KB), ${SCRAPES} sequential scrapes: median ${scrape.median.toFixed(2)} ms, slowest ${scrape.max.toFixed(2)} ms; CPU per scrape (server + client) median ${scrape.cpu.toFixed(2)} ms\n`);
 const onRow = rows.find((r) => r.name.endsWith("on"))!;
 const verdicts = [
   ["idgen on costs ≤ 5 % of config GET throughput (req/s ratio ≥ 0.95)", onRow.ratio >= 0.95],
   ["idgen on costs ≤ 5 % CPU per config GET (CPU ratio ≥ 0.95)", onRow.cpuRatio >= 0.95],
   ["≤ 5 % of the busy CPU time of the \"on\" server is in the generator and the monitor (profile)", profile.share <= 0.05],
-  [`/metrics scrape with ${SERIES} label series < 10 ms (median)`, scrape.median < 10],
+  [`/metrics scrape with ${SERIES} label series < 10 ms (median wall time)`, scrape.median < 10],
+  [`/metrics scrape with ${SERIES} label series < 10 ms of CPU (median, server + client)`, scrape.cpu < 10],
 ] as const;
 for (const [what, ok] of verdicts) console.log(`${ok ? "met   " : "MISSED"}  ${what}`);
 process.exit(0);
