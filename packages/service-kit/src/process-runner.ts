@@ -256,7 +256,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     throw err;
   }
   if (monitor) {
-    // Request ids from the generator (x-request-id, forwarded to the services, in every log line of the request).
+    // Request ids from the generator: x-request-id, forwarded to the services, the reqId of the request's log lines.
     for (const app of [http, grpc]) {
       if (!app) continue;
       issueRequestIds(app.server as never, monitor.nextId);
