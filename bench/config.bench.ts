@@ -20,12 +20,12 @@ import { promisify } from "node:util";
 import { startRedis } from "@gov/testkit";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const DURATION = Number(process.env.BENCH_SECONDS ?? 4);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const CONNECTIONS = 32;
+export const DURATION = Number(process.env.BENCH_SECONDS ?? 4);
+export const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+export const CONNECTIONS = 32;
 const PROFILE_DIR = process.env.BENCH_PROFILE;
-const NS = "%7Bbench%7D";
-const CONFIG = "server:\n  port: 8080\n  name: orders\nfeatures:\n  - a\n  - b\n".repeat(4);
+export const NS = "%7Bbench%7D";
+export const CONFIG = "server:\n  port: 8080\n  name: orders\nfeatures:\n  - a\n  - b\n".repeat(4);
 const WRK_SCRIPT = join(root, "bench/fixtures/wrk-report.lua");
 
 interface Server {
@@ -44,7 +44,7 @@ const running = new Set<ChildProcess>();
 // A failed measurement must not leave servers behind.
 process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")));
 
-async function startServer(script: string, env: Record<string, string>, profile = false, runner: Runner = "tsx"): Promise<Server> {
+export async function startServer(script: string, env: Record<string, string>, profile = false, runner: Runner = "tsx"): Promise<Server> {
   const prof = profile && PROFILE_DIR ? ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR] : [];
   // The production build resolves workspaces to their dist/ (no @gov/source condition, no TypeScript loader).
   const args = runner === "tsx" ? [...prof, "--import", "tsx", join(root, script)] : [...prof, join(root, script)];
@@ -96,7 +96,7 @@ interface Sample {
 }
 
 /** One wrk run (one thread: the server under test and Redis need the other cores more than the load generator). */
-async function load(url: string, method: "GET" | "PUT", seconds = DURATION, pids: number[] = []): Promise<Sample> {
+export async function load(url: string, method: "GET" | "PUT", seconds = DURATION, pids: number[] = []): Promise<Sample> {
   const cpuBefore = pids.map(cpuMicros);
   const { stdout } = await promisify(execFile)("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", WRK_SCRIPT, url], {
     env: { ...process.env, BENCH_METHOD: method, BENCH_CONTENT: CONFIG },
@@ -109,14 +109,14 @@ async function load(url: string, method: "GET" | "PUT", seconds = DURATION, pids
   return { rps: r.requests / (r.durationUs / 1e6), p99: r.p99Us / 1000, cpu: cpuParts.reduce((a, b) => a + b, 0), cpuParts };
 }
 
-async function stop(s: Server) {
+export async function stop(s: Server) {
   if (s.child.exitCode !== null) return;
   const exited = new Promise((r) => s.child.once("exit", r));
   s.child.kill("SIGTERM");
   await exited;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 interface Target {
   name: string;
@@ -132,7 +132,7 @@ interface Target {
  * Rounds interleave the rows so that machine noise (other work on a shared host) hits all of them alike. Each row
  * reports its median rate and median p99, and its ratio is the median of its per-round ratios to its baseline.
  */
-async function measure(targets: Target[]) {
+export async function measure(targets: Target[]) {
   const key = (name: string, method: string) => `${method} ${name}`;
   const samples = new Map(targets.map((t) => [key(t.name, t.method), [] as Sample[]]));
   for (let round = 0; round < ROUNDS; round++) {
@@ -289,6 +289,7 @@ async function main() {
   }
 }
 
-const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
+export const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
-await main();
+// Other benchmarks reuse the server, load and measurement helpers above (bench/idgen-monitor.bench.ts).
+if (process.argv[1] === fileURLToPath(import.meta.url)) await main();

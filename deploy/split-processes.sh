@@ -15,7 +15,8 @@ REDIS_URL=redis://127.0.0.1:6395 GOV_CONFIG_SERVICE_PORT=8091 GOV_CONFIG_SERVICE
 REDIS_URL=redis://127.0.0.1:6395 GOV_REGISTRY_SERVICE_PORT=8092 GOV_REGISTRY_SERVICE_GRPC_PORT=9092 npm run -s start:registry & pids+=($!)
 sleep 3
 for port in 8081 8082; do
-  GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 GOV_REGISTRY_SERVICE_URL=http://127.0.0.1:8092 PORT=$port MANAGEMENT_SERVER_PORT=$((port + 100)) \
+  # REDIS_URL: the gateways lease their ID generators' machine ids there (without it both would use machine id 0)
+  REDIS_URL=redis://127.0.0.1:6395 GOV_CONFIG_SERVICE_URL=http://127.0.0.1:8091 GOV_REGISTRY_SERVICE_URL=http://127.0.0.1:8092 PORT=$port MANAGEMENT_SERVER_PORT=$((port + 100)) \
     npm run -s start:gateway & pids+=($!)
 done
 echo "gateways on :8081 and :8082, config service on :8091 (gRPC :9091), registry on :8092 (gRPC :9092), Redis on :6395 — Ctrl-C to stop"

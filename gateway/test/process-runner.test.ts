@@ -120,7 +120,11 @@ describe("management listener", () => {
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({
       status: "UP",
-      components: { liveness: { status: "UP" }, readiness: { status: "UP", components: { config: { status: "UP", details: { store: "embedded" } } } } },
+      components: {
+        liveness: { status: "UP" },
+        readiness: { status: "UP", components: { config: { status: "UP", details: { store: "embedded" } }, idgen: { status: "UP" } } },
+        machineId: { status: "UP" }, // details only for authorized callers (packages/idgen-monitor)
+      },
     });
     const live = await fetch(`${urls.managementUrl}/actuator/health/liveness`);
     expect([live.status, await live.json()]).toEqual([200, { status: "UP" }]);

@@ -82,6 +82,10 @@ export interface ManagementOptions {
   metrics: Metrics;
   /** gov.limits.request-timeout (default 60 s): a request must have arrived by then. */
   requestTimeoutMs?: number;
+  /** More `/actuator/health` components (the ID generator's `machineId`), shown per caller (its Authorization header). */
+  healthComponents?: (authorization: string | undefined) => Promise<Record<string, HealthReport>>;
+  /** Adds more routes (the `/actuator/idgen*` endpoints). */
+  extend?: (app: FastifyInstance) => void;
 }
 
 /** Probes and scrapes send no body; one over this is refused (413) before it is read. */
@@ -115,10 +119,12 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     const report = await readiness.check();
     return reply.status(report.status === "UP" ? 200 : 503).send(report);
   });
-  app.get("/actuator/health", async (_req, reply) => {
-    const ready = await readiness.check();
-    return reply.status(ready.status === "UP" ? 200 : 503).send({ status: ready.status, components: { liveness, readiness: ready } });
+  app.get("/actuator/health", async (req, reply) => {
+    const [ready, more] = await Promise.all([readiness.check(), options.healthComponents?.(req.headers.authorization) ?? ({} as Record<string, HealthReport>)]);
+    const status = ready.status === "UP" && Object.values(more).every((c) => c.status === "UP") ? "UP" : "DOWN";
+    return reply.status(status === "UP" ? 200 : 503).send({ status, components: { liveness, readiness: ready, ...more } });
   });
+  options.extend?.(app);
   app.get("/metrics", async (_req, reply) => {
     const { contentType, body } = await metrics.scrape();
     return reply.header("content-type", contentType).send(body);
@@ -131,7 +137,7 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send({
       code: "not_found",
-      message: `no endpoint ${req.method} ${req.url.split("?")[0]} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness or /metrics`,
+      message: `no endpoint ${req.method} ${req.url.split("?")[0]} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
     });
   });
   return app;

@@ -18,6 +18,8 @@ function processMetrics(): Registry {
   if (!processRegistry) {
     processRegistry = new Registry();
     collectDefaultMetrics({ register: processRegistry });
+    // Gauges named like counters fail `promtool check metrics`; the same counts stay as nodejs_active_handles etc.
+    for (const name of ["nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"]) processRegistry.removeSingleMetric(name);
   }
   return processRegistry;
 }

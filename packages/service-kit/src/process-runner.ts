@@ -4,6 +4,7 @@ import type { Server as NetServer } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
 import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
@@ -46,6 +47,7 @@ export const processSettings = {
   trustedProxies: trustedProxiesSetting,
   ...corsSettings,
   logAccess: { name: "gov.log.access", parse: parseBoolean, default: false, doc: "`true` logs one line per HTTP request (method, URL, status, time)" } as SettingDef<boolean>,
+  ...monitorSettings,
 };
 
 /** What the runner hands a gateway builder (`@gov/gateway`'s `restGateway`): the REST app is built, not listening. */
@@ -75,6 +77,14 @@ export interface ProcessOptions {
   logger?: Logger;
   /** How often readiness re-asks the modules between probes (for gRPC health watchers). Default 5 s. */
   healthIntervalMs?: number;
+  /**
+   * The security module's seam for the management listener: the caller's Authorization header → "admin" | "user" |
+   * undefined. Admins may call the id operations and DELETE; any known caller sees health details. `management.token`
+   * is checked first and is an admin.
+   */
+  authorizeManagement?: AuthorizeManagement;
+  /** `false` runs without the ID generator and its monitor (benchmarks measure what it costs). Default true. */
+  ids?: boolean;
 }
 
 export interface ProcessUrls {
@@ -103,6 +113,8 @@ export interface BuiltProcess {
   /** h2c app (gRPC), when some module runs here. */
   grpc?: FastifyInstance;
   management: FastifyInstance;
+  /** The ID generator and its monitor (absent with `ids: false`). */
+  monitor?: IdgenMonitor;
   modules: ModuleState[];
   /** The transport the process uses for a service (in-process or remote). */
   transportFor(service: DescService): Transport;
@@ -146,6 +158,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
 
   const closers: (() => Promise<void>)[] = []; // in reverse order of opening
   let redis: RedisClient | undefined;
+  let monitor: IdgenMonitor | undefined;
   let subscriber: SubscriberHub | undefined;
   const instances: { name: string; instance: ModuleInstance }[] = [];
   const remoteTransports = new Map<string, Transport>();
@@ -169,12 +182,24 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   });
 
   try {
-    if (localPlans.length && redisUrl) {
+    // The ID generator leases its machine id in Redis, so even a gateway with every module remote connects to it.
+    const idsOn = options.ids !== false;
+    if ((localPlans.length || idsOn) && redisUrl) {
       const client = await connectRedis(redisUrl);
       redis = client;
-      subscriber = createSubscriberHub(client);
-      closers.push(() => quitQuietly(client), () => subscriber!.close());
+      closers.push(() => quitQuietly(client));
+      if (localPlans.length) {
+        const hub = createSubscriberHub(client);
+        subscriber = hub;
+        closers.push(() => hub.close());
+      }
     }
+    if (idsOn) {
+      const started = await startIdgenMonitor({ sources, application: options.name.replace(/^gov\./, ""), redis, logger, registry: metrics.registry, authorizeManagement: options.authorizeManagement });
+      monitor = started;
+      closers.push(() => started.close()); // before Redis closes: the machine id is released there
+    }
+    const ids = { nextId: monitor ? unavailableOnStop(monitor.nextId) : () => crypto.randomUUID() };
     const redisKind = redisUrl ? (parseRedisUrl(redisUrl).kind === "cluster" ? "redis-cluster" : "redis") : undefined;
     for (const plan of localPlans) {
       const instance = await plan.module.create({
@@ -185,6 +210,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         redisKind: redis ? redisKind : undefined,
         subscriber,
         transportFor: lazyTransport,
+        ids,
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
@@ -204,7 +230,10 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   // A Connect request message may carry an upload (a ZIP import), plus its envelope.
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
 
-  const readiness = createReadiness(instances.map((m) => ({ name: m.name, health: () => m.instance.health() })));
+  const readiness = createReadiness([
+    ...instances.map((m) => ({ name: m.name, health: () => m.instance.health() })),
+    ...(monitor ? [{ name: "idgen", health: monitor.readiness }] : []),
+  ]);
   const requestTimeoutMs = settings.requestTimeout;
   const connectOptions = { routes, interceptors, logger, readMaxBytes, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies };
   let http: FastifyInstance;
@@ -221,10 +250,18 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         })
       : await createConnectServer(connectOptions);
     grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
-    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs });
+    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, extend: monitor?.mount });
   } catch (err) {
     await closeAll(closers, logger);
     throw err;
+  }
+  if (monitor) {
+    // Request ids from the generator: x-request-id, forwarded to the services, the reqId of the request's log lines.
+    for (const app of [http, grpc]) {
+      if (!app) continue;
+      issueRequestIds(app.server as never, monitor.nextId);
+      app.setGenReqId(requestIdFromHeader);
+    }
   }
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
   const sessions = grpc ? trackSessions(grpc.server as unknown as Http2Server) : new Set<Http2Session>();
@@ -278,6 +315,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     http,
     grpc,
     management,
+    monitor,
     modules,
     transportFor,
     async listen(overrides = {}) {
@@ -319,7 +357,7 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   const docs = options.gateway ? `; docs at ${urls.url}/docs` : "";
   const lines = [`${title[0].toUpperCase()}${title.slice(1)} listening on ${urls.url}  (${rpc}${docs})`];
   if (urls.grpcUrl) lines.push(`gRPC (h2c) on ${urls.grpcUrl}`);
-  lines.push(`Management on ${urls.managementUrl}  (/actuator/health, /metrics)`);
+  lines.push(`Management on ${urls.managementUrl}  (/actuator/health, /actuator/idgen, /metrics)`);
   for (const m of proc.modules) lines.push(proc.modules.length === 1 ? `Store: ${m.describe}` : `Store (${m.name}): ${m.describe}`);
   (process.stdout.isTTY ? process.stdout : process.stderr).write(`\n${lines.join("\n")}\n\n`);
 
@@ -339,6 +377,17 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
   return proc;
+}
+
+/** A module's id source: once the generator stopped, a ConnectError `unavailable` (503) that says why. */
+function unavailableOnStop(nextId: () => string): () => string {
+  return () => {
+    try {
+      return nextId();
+    } catch (err) {
+      throw new ConnectError((err as Error).message, Code.Unavailable, undefined, undefined, err);
+    }
+  };
 }
 
 let failureHandlersInstalled = false;

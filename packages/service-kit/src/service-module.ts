@@ -30,6 +30,12 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
    * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created.
    */
   transportFor(service: DescService): Transport;
+  /**
+   * The process's ID generator (`idgen.namespace` = the application name): `nextId()` returns a new unique id string
+   * (e.g. for audit entries). Once the generator has stopped (machine-id lease lost) it throws a ConnectError
+   * `unavailable` that says why, which reaches the client as 503.
+   */
+  ids: { nextId(): string };
 }
 
 /** A module running in this process. */

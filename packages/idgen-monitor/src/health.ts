@@ -1,0 +1,41 @@
+import type { IdGen, LeaseState } from "@gov/idgen";
+
+/** A health component as the management listener shows it (structurally the service kit's HealthReport). */
+export interface ComponentHealth {
+  status: "UP" | "DOWN";
+  details?: Record<string, unknown>;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** The lease has stopped the generators: lost (no renewal in time, or the store gave the id away) or released. */
+export const leaseStopped = (s: LeaseState | undefined) => s !== undefined && (s.status === "LOST" || s.status === "REVERTED");
+
+/**
+ * The `machineId` health component (seed Area C): UP, or DOWN with the error and the time of the failed renewal while
+ * the last renewal failed; once the lease is lost the generators have stopped, which shows as DOWN with the stop time.
+ * A manual machine id has no lease and is always UP.
+ */
+export function machineIdHealth(idgen: IdGen): ComponentHealth {
+  const s = idgen.lease?.state();
+  if (!s) return { status: "UP", details: { distributor: "manual", machineId: idgen.config.machine.machineId, namespace: idgen.config.namespace } };
+  const base = { distributor: s.distributor, machineId: s.machineId, namespace: s.namespace, instanceId: s.instanceId };
+  if (s.status === "UP") return { status: "UP", details: { ...base, lastRenewalAt: iso(s.lastRenewalAt), stopDeadline: iso(s.stopDeadline) } };
+  if (s.status === "DOWN") {
+    return { status: "DOWN", details: { ...base, error: s.lastError, failedAt: iso(s.failedAt), consecutiveFailures: s.consecutiveFailures, stopDeadline: iso(s.stopDeadline) } };
+  }
+  if (s.status === "REVERTED") return { status: "DOWN", details: { ...base, error: "the machine id was released at shutdown", stopped: true } };
+  // LOST: past the deadline the stop rule fired at the deadline; before it, the store said the lease is gone
+  const stoppedAt = Date.now() >= s.stopDeadline ? s.stopDeadline : (s.failedAt ?? Date.now());
+  return { status: "DOWN", details: { ...base, error: s.lastError, failedAt: iso(s.failedAt), stopped: true, stoppedAt: iso(stoppedAt) } };
+}
+
+/** Readiness of a process that issues ids: DOWN once the generators stopped (it cannot serve requests that need an id). */
+export function idgenReadiness(idgen: IdGen): ComponentHealth {
+  const s = idgen.lease?.state();
+  if (!leaseStopped(s)) return { status: "UP" };
+  return {
+    status: "DOWN",
+    details: { reason: `the ID generator stopped (machine id ${s!.machineId} of namespace ${s!.namespace}: ${s!.lastError ?? "lease lost"}); requests that need an id get 503 until the process is restarted` },
+  };
+}
