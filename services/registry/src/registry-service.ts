@@ -169,7 +169,8 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
 
     async getServiceStats(req) {
       checkTarget(req.namespace);
-      return { stats: (await store.stats(req.namespace, now())).map((s) => create(ServiceStatSchema, s)) };
+      // The counts of the last sweep (the stats worker's, every 10 s): one read, however many services and instances.
+      return { stats: (await store.sweptStats(req.namespace)).map((s) => create(ServiceStatSchema, s)) };
     },
 
     async chooseInstance(req) {

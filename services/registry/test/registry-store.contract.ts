@@ -175,6 +175,27 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect((await store.stats(ns, T0 + 1000)).map((s) => s.instanceCount)).toEqual([1, 1, 0]);
     });
 
+    it("swept stats: the live counts of the last sweep, every service listed; a deleted service leaves no count", async () => {
+      const ns = freshNamespace();
+      await store.putService(ns, "empty");
+      await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
+      await store.register(ns, instance("b", "h", 2, { ttlMs: 0 }), T0);
+      await store.register(ns, instance("a", "h", 1, { ttlMs: 5000 }), T0);
+      expect((await store.sweptStats(ns)).map((s) => s.instanceCount)).toEqual([0, 0, 0]); // never swept
+      await store.sweep(ns, T0);
+      expect(await store.sweptStats(ns)).toEqual([
+        { serviceId: "a", instanceCount: 1 },
+        { serviceId: "b", instanceCount: 2 },
+        { serviceId: "empty", instanceCount: 0 },
+      ]);
+      await store.sweep(ns, T0 + 1000); // b@h#1 expired
+      expect((await store.sweptStats(ns)).map((s) => s.instanceCount)).toEqual([1, 1, 0]);
+      expect(await store.deleteService(ns, "empty", T0 + 1000)).toBe("removed");
+      await store.putService(ns, "empty");
+      expect(await store.sweptStats(ns)).toContainEqual({ serviceId: "empty", instanceCount: 0 });
+      expect(await store.sweptStats(freshNamespace())).toEqual([]);
+    });
+
     it("sweep drops every expired instance of the namespace, announcing each", async () => {
       const ns = freshNamespace();
       const other = await open();

@@ -16,13 +16,18 @@ import type { RegistryChange, RegistryOp } from "./registry-store.js";
  * sweep, which also publish their "expired" events.
  */
 
-/** The four keys of one service, in the order the scripts expect them in KEYS. */
+/**
+ * The five keys of one service, in the order the scripts expect them in KEYS. `svc_stat` (service id → live instances
+ * as counted by the last sweep) is the namespace's, shared by its services: the sweep writes it, deleting a service
+ * removes its field, and service stats read it whole (no scan).
+ */
 export function serviceKeys(namespace: string, serviceId: string): Keys {
   return [
     `${namespace}:svc_idx`, // set of service ids
     `${namespace}:svc_itc:${serviceId}`, // hash: instance id → record JSON
     `${namespace}:svc_meta:${serviceId}`, // hash: instance id → metadata JSON
     `${namespace}:svc_ttl:${serviceId}`, // zset: ephemeral instance id → ttlAt (epoch ms)
+    `${namespace}:svc_stat`, // hash: service id → live instances at the last sweep
   ];
 }
 
@@ -48,9 +53,9 @@ export function parseRegistryEvent(channel: string, message: string): RegistryCh
   }
 }
 
-/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl; every script's ARGV[1] is the service id. */
+/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl, stat; every script's ARGV[1] is the service id. */
 const PRELUDE = `
-local idxKey, itcKey, metaKey, ttlKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idxKey, itcKey, metaKey, ttlKey, statKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local serviceId = ARGV[1]
 
 local function publish(channel, op, instanceId)
@@ -133,6 +138,7 @@ dropExpired(ARGV[2], channel)
 if redis.call('HLEN', itcKey) > 0 then return 2 end
 redis.call('SREM', idxKey, serviceId)
 redis.call('DEL', itcKey, metaKey, ttlKey)
+redis.call('HDEL', statKey, serviceId)
 publish(channel, 'service_remove')
 return 1
 `;
@@ -144,13 +150,18 @@ publish(ARGV[2], 'service_add')
 return 1
 `;
 
-/** ARGV: serviceId, now, channel → how many expired instances were dropped */
+/**
+ * ARGV: serviceId, now, channel → how many expired instances were dropped. What remains is live, so its count is
+ * recorded for the service stats (a service deleted meanwhile is not counted back in).
+ */
 const SWEEP_LUA = `${PRELUDE}
-return dropExpired(ARGV[2], ARGV[3])
+local dropped = dropExpired(ARGV[2], ARGV[3])
+if redis.call('SISMEMBER', idxKey, serviceId) == 1 then redis.call('HSET', statKey, serviceId, redis.call('HLEN', itcKey)) end
+return dropped
 `;
 
-type Keys = [idx: string, itc: string, meta: string, ttl: string];
-const KEY_COUNT = 4;
+type Keys = [idx: string, itc: string, meta: string, ttl: string, stat: string];
+const KEY_COUNT = 5;
 
 const REGISTER = defineScript("gov-registry-register", KEY_COUNT, REGISTER_LUA);
 const DEREGISTER = defineScript("gov-registry-deregister", KEY_COUNT, DEREGISTER_LUA);

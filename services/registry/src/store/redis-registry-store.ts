@@ -171,11 +171,16 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       return ids.map((serviceId, i) => ({ serviceId, instanceCount: counts[2 * i] - counts[2 * i + 1] }));
     },
     async sweep(ns, now) {
-      let dropped = 0;
-      for (const serviceId of await listServices(ns)) {
-        dropped += await call(() => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
-      }
-      return dropped;
+      // One script per service, all sent at once (pipelined: two round trips per namespace whatever its size); each
+      // stays short, so a large namespace never blocks Redis for long.
+      const ids = await listServices(ns);
+      const dropped = await call(() => Promise.all(ids.map((serviceId) => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)))));
+      return dropped.reduce((a, b) => a + b, 0);
+    },
+    async sweptStats(ns) {
+      const [idx, , , , stat] = serviceKeys(ns, "");
+      const [ids, counts] = (await multi((m) => m.smembers(idx).hgetall(stat))) as [string[], Record<string, string>];
+      return ids.sort().map((serviceId) => ({ serviceId, instanceCount: Number(counts[serviceId] ?? 0) }));
     },
     subscribe: (listener, onResync) => feed.subscribe(listener, onResync),
     async close() {

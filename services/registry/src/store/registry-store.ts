@@ -69,8 +69,16 @@ export interface RegistryStore {
   setMetadata(namespace: string, serviceId: string, instanceId: string, metadata: Record<string, string>, now: number): Promise<boolean>;
   /** Live instances per service at `now`, sorted by service id (every service, also those with none). */
   stats(namespace: string, now: number): Promise<{ serviceId: string; instanceCount: number }[]>;
-  /** Drops every instance of the namespace that expired by `now`, publishing "expired" for each; returns how many. */
+  /**
+   * Drops every instance of the namespace that expired by `now`, publishing "expired" for each; returns how many.
+   * Records each service's live instance count for `sweptStats` (the stats worker sweeps every namespace each period).
+   */
   sweep(namespace: string, now: number): Promise<number>;
+  /**
+   * Live instances per service as counted by the last sweep, sorted by service id (every service; one not swept yet
+   * counts 0). One read whatever the namespace's size: what service stats answer.
+   */
+  sweptStats(namespace: string): Promise<{ serviceId: string; instanceCount: number }[]>;
   /**
    * Calls `listener` for every change in any namespace; returns the unsubscribe function. `onResync` is called when
    * the store had lost its event feed and has it back: changes may have been missed, so re-read what you follow.
