@@ -1,9 +1,10 @@
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { sharedRedisOf, storeBackedInstance, type ServiceModule } from "@gov/service-kit";
+import { sharedRedisOf, storeBackedInstance, type ModuleContext, type ServiceModule } from "@gov/service-kit";
 import { openRegistryStore } from "./open-store.js";
 import { createRegistryService } from "./registry-service.js";
 import { REGISTRY_PORTS, registryModuleSettings } from "./settings.js";
 import type { RegistryStore } from "./store/registry-store.js";
+import { createMemoryTopologyStore, createRedisTopologyStore, createTopologyRecorder, type TopologyStore } from "./topology.js";
 
 /** The largest registry request: 256 metadata entries of 4 KiB fit well below it. */
 export const MAX_REGISTRY_MESSAGE_BYTES = 1024 * 1024;
@@ -13,6 +14,14 @@ export interface RegistryModuleOptions {
   store?: RegistryStore;
   /** The clock of the service (tests); Date.now by default. */
   now?: () => number;
+  /** Where discovery edges go (tests); default: beside the registry store (the same Redis, or in memory). */
+  topology?: TopologyStore;
+}
+
+/** The topology beside a registry store: on the process's Redis when there is one, else in memory. */
+export function topologyStoreFor(store: RegistryStore, redis: ModuleContext["redis"]): TopologyStore {
+  if (redis && store.kind !== "embedded") return createRedisTopologyStore(redis);
+  return createMemoryTopologyStore(async (ns, serviceId) => (await store.listServices(ns)).includes(serviceId));
 }
 
 /**
@@ -30,12 +39,11 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
     async create(ctx) {
       const { settings } = ctx;
       const store = options.store ?? (await openRegistryStore(settings, sharedRedisOf(ctx)));
-      const impl = createRegistryService({
-        store,
-        namespaceRule: { requireHashTag: settings.requireHashTag },
-        instanceTtlMs: settings.instanceTtl,
-        now: options.now,
-      });
+      const namespaceRule = { requireHashTag: settings.requireHashTag };
+      const now = options.now ?? Date.now;
+      const topologyStore = options.topology ?? topologyStoreFor(store, options.store ? undefined : ctx.redis);
+      const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn({ err }, "a topology edge could not be recorded") });
+      const impl = createRegistryService({ store, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
       // an injected store (tests) is not the process's Redis: its health is not ours to report
       return storeBackedInstance({ impls: [{ service: RegistryService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
     },

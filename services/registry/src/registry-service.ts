@@ -15,6 +15,7 @@ import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
+import type { TopologyRecorder } from "./topology.js";
 import {
   checkHost,
   checkInstanceId,
@@ -37,6 +38,8 @@ export interface RegistryServiceDeps {
   now?: () => number;
   /** [0, 1); Math.random by default (tests may fix it). */
   random?: () => number;
+  /** Records who discovers whom (X-Gov-Consumer) for the topology; none = nothing recorded. */
+  topology?: TopologyRecorder;
 }
 
 // Store records are immutable, so the message made from one can be reused by every reader of it.
@@ -135,8 +138,9 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       return { removed: true };
     },
 
-    async listInstances(req) {
+    async listInstances(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
       return { instances: (await store.listInstances(req.namespace, req.serviceId, now())).map(toInstance) };
     },
 
@@ -173,8 +177,9 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       return { stats: (await store.sweptStats(req.namespace)).map((s) => create(ServiceStatSchema, s)) };
     },
 
-    async chooseInstance(req) {
+    async chooseInstance(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
       const chosen = chooseWeighted(await store.listInstances(req.namespace, req.serviceId, now()), deps.random);
       if (!chosen) {
         throw new ConnectError(
@@ -188,6 +193,8 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async *watchInstances(req, ctx: HandlerContext) {
       checkTarget(req.namespace, req.serviceId);
       for await (const e of watchInstances(store, req.namespace, req.serviceId, ctx.signal, now)) {
+        // a watching client (the SDK's discovery cache) keeps using the service: its edge stays seen while it watches
+        deps.topology?.discovered(ctx, req.namespace, req.serviceId);
         yield create(WatchInstancesResponseSchema, {
           op: e.op,
           serviceId: req.serviceId,
