@@ -1,5 +1,5 @@
 export { createRegistryService, toInstance, type RegistryServiceDeps } from "./registry-service.js";
-export { registryModule, createRegistryModule, topologyStoreFor, type RegistryModuleOptions } from "./module.js";
+export { registryModule, createRegistryModule, sharedTopologyStore, type RegistryModuleOptions } from "./module.js";
 export {
   createMemoryTopologyStore,
   createRedisTopologyStore,

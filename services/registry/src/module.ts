@@ -18,10 +18,14 @@ export interface RegistryModuleOptions {
   topology?: TopologyStore;
 }
 
-/** The topology beside a registry store: on the process's Redis when there is one, else in memory. */
-export function topologyStoreFor(store: RegistryStore, redis: ModuleContext["redis"]): TopologyStore {
-  if (redis && store.kind !== "embedded") return createRedisTopologyStore(redis);
-  return createMemoryTopologyStore(async (ns, serviceId) => (await store.listServices(ns)).includes(serviceId));
+/**
+ * The process's one topology store (`ModuleContext.shared`), beside the registry store: on the process's Redis when
+ * there is one, else in memory, so the registry module that records edges and the stats module that reads them share it.
+ */
+export function sharedTopologyStore(ctx: ModuleContext, store: RegistryStore): Promise<TopologyStore> {
+  return ctx.shared("registry.topology", async () =>
+    ctx.redis && store.kind !== "embedded" ? createRedisTopologyStore(ctx.redis) : createMemoryTopologyStore(async (ns, serviceId) => (await store.listServices(ns)).includes(serviceId)),
+  );
 }
 
 /**
@@ -41,7 +45,7 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
       const store = options.store ?? (await openRegistryStore(settings, sharedRedisOf(ctx)));
       const namespaceRule = { requireHashTag: settings.requireHashTag };
       const now = options.now ?? Date.now;
-      const topologyStore = options.topology ?? topologyStoreFor(store, options.store ? undefined : ctx.redis);
+      const topologyStore = options.topology ?? (await sharedTopologyStore(ctx, store));
       const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn({ err }, "a topology edge could not be recorded") });
       const impl = createRegistryService({ store, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
       // an injected store (tests) is not the process's Redis: its health is not ours to report

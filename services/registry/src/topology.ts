@@ -28,6 +28,8 @@ export interface TopologyStore {
   edges(namespace: string, since: number): Promise<TopologyEdge[]>;
   /** Drops the edges of `namespace` last seen at or before `before`; returns how many. */
   prune(namespace: string, before: number): Promise<number>;
+  /** Nothing of its own to release (it uses the registry's Redis client); for `ModuleContext.shared`. */
+  close(): Promise<void>;
 }
 
 /** Bounds a namespace's topology whatever callers claim to be (edges age out too, but only after a day). */
@@ -62,6 +64,7 @@ export function createMemoryTopologyStore(isService: (namespace: string, service
       }
       return n;
     },
+    close: async () => byNamespace.clear(),
   };
 }
 
@@ -96,6 +99,7 @@ export function createRedisTopologyStore(client: RedisClient): TopologyStore {
       return out;
     },
     prune: (ns, before) => call(() => client.zremrangebyscore(key(ns), "-inf", before)),
+    close: async () => {},
   };
 }
 
