@@ -1,38 +1,48 @@
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
-import type { ServiceModule } from "@gov/service-kit";
-import { STATS_PORTS, statsModuleSettings } from "./settings.js";
+import { storeBackedInstance, type ModuleContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
+import type { SettingValues } from "@gov/settings";
+import { STATS_PORTS, statsModuleSettings, type workerModuleSettings } from "./settings.js";
+import { createStatsService } from "./stats/stats-service.js";
+import { runWorker, type WorkerTiming } from "./worker/run-worker.js";
+import { sharedStatsStores, type StatsStores } from "./worker/stores.js";
 
 /** Stats requests are a namespace in a path: small. */
 export const MAX_STATS_MESSAGE_BYTES = 64 * 1024;
 
 export interface StatsModuleOptions {
-  /** The clock of the service and the worker (tests); Date.now by default. */
+  /** Stores opened by the caller (tests); default: the process's shared stores (ctx.shared). */
+  stores?: StatsStores;
+  /** Worker timing (tests), or false for no worker in this process. */
+  worker?: WorkerTiming | false;
+  /** The clock of the reads (tests); Date.now by default. */
   now?: () => number;
 }
 
+/** The statistics job of a module instance, its readiness following the process's Redis; closing stops the job. */
+export function workerInstance(ctx: ModuleContext, settings: SettingValues<typeof workerModuleSettings>, stores: StatsStores, options: Pick<StatsModuleOptions, "stores" | "worker">, impls: ModuleInstance["impls"]): ModuleInstance {
+  const worker = options.worker === false ? undefined : runWorker(ctx, settings, stores, options.worker);
+  // The stores are the process's (closed by it): closing this instance stops the job and releases the mutex.
+  return storeBackedInstance({ impls, store: { kind: stores.registry.kind, close: async () => worker?.stop() }, redis: options.stores ? undefined : ctx.redis, redisUrl: settings.redisUrl });
+}
+
 /**
- * The stats service as a module of a process: namespace stat and topology reads, and the stats worker (which only
+ * The stats service as a module of a process: namespace stat and topology reads, and the statistics job (which only
  * works while this process holds the `stat` mutex). `gov.stats-service.*` decides whether it runs here.
  */
-export function createStatsModule(_options: StatsModuleOptions = {}): ServiceModule<typeof statsModuleSettings> {
+export function createStatsModule(options: StatsModuleOptions = {}): ServiceModule<typeof statsModuleSettings> {
   return {
     name: "stats",
     services: [StatsService],
     settings: statsModuleSettings,
     ports: STATS_PORTS,
     limits: () => ({ maxRequestBytes: MAX_STATS_MESSAGE_BYTES }),
-    async create() {
-      // skeleton: the stat reads and the worker land in the next commits
-      const impl: ServiceImpl<typeof StatsService> = {
-        getStat: () => {
-          throw new ConnectError("not implemented yet", Code.Unimplemented);
-        },
-        getTopology: () => {
-          throw new ConnectError("not implemented yet", Code.Unimplemented);
-        },
-      };
-      return { impls: [{ service: StatsService, impl }], health: () => ({ status: "UP" }), close: async () => {} };
+    async create(ctx) {
+      const { settings } = ctx;
+      const stores = options.stores ?? (await sharedStatsStores(ctx, settings));
+      const impl = createStatsService({ stats: stores.stats, topology: stores.topology, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
+      const impls = [{ service: StatsService, impl }];
+      // namespace helper: impls (push { service: NamespaceService, impl } here)
+      return workerInstance(ctx, settings, stores, options, impls);
     },
   };
 }

@@ -1,17 +1,24 @@
 import type { ServiceModule } from "@gov/service-kit";
+import { workerInstance, type StatsModuleOptions } from "../module.js";
 import { WORKER_PORTS, workerModuleSettings } from "../settings.js";
+import { sharedStatsStores } from "./stores.js";
 
 /**
- * The stats worker alone (no RPCs): what `npm run start:worker` runs. Its endpoint settings are
- * `gov.worker-service.port|host` (0 = any free port, for several workers on one host).
+ * The statistics job alone (no RPCs): what `npm run start:worker` runs. Its endpoint settings are
+ * `gov.worker-service.port|host` (its management port defaults to port + 100; set both to 0 for several workers on
+ * one host).
  */
-export const workerModule: ServiceModule<typeof workerModuleSettings> = {
-  name: "worker",
-  services: [],
-  settings: workerModuleSettings,
-  ports: WORKER_PORTS,
-  async create() {
-    // skeleton: the job lands in the next commits
-    return { impls: [], health: () => ({ status: "UP" }), close: async () => {}, describe: "stats worker" };
-  },
-};
+export function createWorkerModule(options: Pick<StatsModuleOptions, "stores" | "worker"> = {}): ServiceModule<typeof workerModuleSettings> {
+  return {
+    name: "worker",
+    services: [],
+    settings: workerModuleSettings,
+    ports: WORKER_PORTS,
+    async create(ctx) {
+      const stores = options.stores ?? (await sharedStatsStores(ctx, ctx.settings));
+      return workerInstance(ctx, ctx.settings, stores, options, []);
+    },
+  };
+}
+
+export const workerModule = createWorkerModule();
