@@ -6,6 +6,7 @@ export interface LuaScript {
   readonly name: string;
   readonly lua: string;
   readonly sha: string;
+  /** How many KEYS every call passes; -1: as many as the call gives (a script over a whole namespace). */
   readonly numberOfKeys: number;
   /** The ioredis command it is registered as: name and SHA, so that two scripts (or versions) never collide. */
   readonly command: string;
@@ -26,12 +27,14 @@ type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
  * needs no SCRIPT LOAD.
  */
 export function runScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
-  if (keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  const variable = script.numberOfKeys < 0;
+  if (!variable && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
   const commands = client as unknown as Record<string, ScriptCommand | undefined>;
   let run = commands[script.command];
   if (typeof run !== "function") {
-    client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+    // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
+    client.defineCommand(script.command, variable ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
     run = commands[script.command] as ScriptCommand;
   }
-  return run.call(client, ...keys, ...args);
+  return variable ? run.call(client, keys.length, ...keys, ...args) : run.call(client, ...keys, ...args);
 }

@@ -13,7 +13,7 @@ export {
   type TopologyRecorder,
 } from "./topology.js";
 export { registrySettings, registryModuleSettings, REGISTRY_PORTS } from "./settings.js";
-export { openRegistryStore } from "./open-store.js";
+export { openRegistryStore, sharedRegistryStore } from "./open-store.js";
 export { chooseWeighted } from "./choose-instance.js";
 export { watchInstances, type InstanceWatchEvent } from "./watch-instances.js";
 export { createMemoryRegistryStore } from "./store/memory-registry-store.js";

@@ -1,6 +1,7 @@
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { sharedRedisOf, storeBackedInstance, type ModuleContext, type ServiceModule } from "@gov/service-kit";
-import { openRegistryStore } from "./open-store.js";
+import { sharedNamespaceIndex } from "@gov/namespaces";
+import { storeBackedInstance, type ModuleContext, type ServiceModule } from "@gov/service-kit";
+import { sharedRegistryStore } from "./open-store.js";
 import { createRegistryService } from "./registry-service.js";
 import { REGISTRY_PORTS, registryModuleSettings } from "./settings.js";
 import type { RegistryStore } from "./store/registry-store.js";
@@ -10,7 +11,7 @@ import { createMemoryTopologyStore, createRedisTopologyStore, createTopologyReco
 export const MAX_REGISTRY_MESSAGE_BYTES = 1024 * 1024;
 
 export interface RegistryModuleOptions {
-  /** A store opened by the caller (tests), which the module then owns; default: from REDIS_URL, on the process's Redis client. */
+  /** A store opened by the caller (tests), which the process then owns; default: from REDIS_URL, on the process's Redis client. */
   store?: RegistryStore;
   /** The clock of the service (tests); Date.now by default. */
   now?: () => number;
@@ -42,14 +43,21 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
     limits: () => ({ maxRequestBytes: MAX_REGISTRY_MESSAGE_BYTES }),
     async create(ctx) {
       const { settings } = ctx;
-      const store = options.store ?? (await openRegistryStore(settings, sharedRedisOf(ctx)));
+      // The process's store and namespace index, shared with the other modules of the process (which close them).
+      const store = await sharedRegistryStore(ctx, options.store);
+      const namespaces = await sharedNamespaceIndex(ctx);
       const namespaceRule = { requireHashTag: settings.requireHashTag };
       const now = options.now ?? Date.now;
       const topologyStore = options.topology ?? (await sharedTopologyStore(ctx, store));
       const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn({ err }, "a topology edge could not be recorded") });
-      const impl = createRegistryService({ store, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
+      const impl = createRegistryService({ store, namespaces, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
       // an injected store (tests) is not the process's Redis: its health is not ours to report
-      return storeBackedInstance({ impls: [{ service: RegistryService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
+      return storeBackedInstance({
+        impls: [{ service: RegistryService, impl }],
+        store: { kind: store.kind, close: async () => {} },
+        redis: options.store ? undefined : ctx.redis,
+        redisUrl: settings.redisUrl,
+      });
     },
   };
 }

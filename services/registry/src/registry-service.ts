@@ -32,6 +32,8 @@ import { watchInstances } from "./watch-instances.js";
 
 export interface RegistryServiceDeps {
   store: RegistryStore;
+  /** Every namespace that receives a service is indexed (`@gov/namespaces`; before the write, cached per process). */
+  namespaces?: { add(namespace: string): Promise<void> };
   namespaceRule: NamespaceRule;
   /** gov.registry.instance-ttl, in ms: how long an ephemeral instance lives without renewal by default. */
   instanceTtlMs: number;
@@ -94,6 +96,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     const ttlMs = isEphemeral ? (req.ttl ? checkTtl(req.ttl.seconds, req.ttl.nanos) : deps.instanceTtlMs) : 0;
     const at = now();
     const instanceId = instanceIdOf(req.serviceId, req.schema, req.host, req.port);
+    await deps.namespaces?.add(req.namespace);
     await store.register(
       req.namespace,
       {
@@ -122,6 +125,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async putService(req) {
       checkNamespace(req.namespace, deps.namespaceRule);
       checkWritableServiceId(req.serviceId);
+      await deps.namespaces?.add(req.namespace);
       return { created: await store.putService(req.namespace, req.serviceId) };
     },
 

@@ -120,6 +120,21 @@ export function createMemoryRegistryStore(): RegistryStore {
       const counts = swept.get(ns);
       return [...(namespaces.get(ns)?.keys() ?? [])].sort().map((serviceId) => ({ serviceId, instanceCount: counts?.get(serviceId) ?? 0 }));
     },
+    async countServices(ns) {
+      return namespaces.get(ns)?.size ?? 0;
+    },
+    async deleteNamespace(ns) {
+      const services = namespaces.get(ns);
+      namespaces.delete(ns);
+      swept.delete(ns);
+      let instances = 0;
+      for (const [serviceId, service] of services ?? []) {
+        for (const instanceId of service.keys()) emit({ namespace: ns, serviceId, op: "deregister", instanceId });
+        instances += service.size;
+        emit({ namespace: ns, serviceId, op: "service_remove" });
+      }
+      return { services: services?.size ?? 0, instances };
+    },
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -171,6 +171,37 @@ const DELETE_SERVICE = defineScript("gov-registry-delete-service", KEY_COUNT, DE
 const PUT_SERVICE = defineScript("gov-registry-put-service", KEY_COUNT, PUT_SERVICE_LUA);
 const SWEEP = defineScript("gov-registry-sweep", KEY_COUNT, SWEEP_LUA);
 
+/**
+ * Deletes a whole namespace's services. KEYS: idx, stat, then itc, meta, ttl of every service (ARGV order). ARGV:
+ * channel, then the service ids the caller read from idx. If idx changed since (a concurrent write), nothing is done
+ * and {-1, 0} answers "read again". Else each instance is announced as deregistered and each service as removed, every
+ * key is deleted, and {services, instances} returned.
+ */
+const DELETE_NAMESPACE_LUA = `
+local channel, n = ARGV[1], #ARGV - 1
+if redis.call('SCARD', KEYS[1]) ~= n then return { -1, 0 } end
+for i = 1, n do if redis.call('SISMEMBER', KEYS[1], ARGV[1 + i]) == 0 then return { -1, 0 } end end
+local instances = 0
+for i = 1, n do
+  local serviceId = ARGV[1 + i]
+  for _, id in ipairs(redis.call('HKEYS', KEYS[3 + (i - 1) * 3])) do
+    redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'deregister', instanceId = id }))
+    instances = instances + 1
+  end
+  redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'service_remove' }))
+end
+-- in chunks: unpack() is bounded by Lua's C stack
+for i = 1, #KEYS, 1000 do redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS))) end
+return { n, instances }
+`;
+const DELETE_NAMESPACE = defineScript("gov-registry-delete-namespace", -1, DELETE_NAMESPACE_LUA);
+
+/** The keys a namespace delete passes: the namespace's index and stat hash, then the three keys of each service. */
+export function namespaceKeys(namespace: string, serviceIds: string[]): string[] {
+  const [idx, , , , stat] = serviceKeys(namespace, "");
+  return [idx, stat, ...serviceIds.flatMap((id) => serviceKeys(namespace, id).slice(1, 4))];
+}
+
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function registryScripts(client: RedisClient) {
   const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
@@ -187,5 +218,7 @@ export function registryScripts(client: RedisClient) {
       run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
     putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
     sweep: (keys: Keys, serviceId: string, now: number, channel: string) => run(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
+    deleteNamespace: (keys: string[], channel: string, serviceIds: string[]) =>
+      runScript(client, DELETE_NAMESPACE, keys, [channel, ...serviceIds]) as Promise<[number, number]>,
   };
 }

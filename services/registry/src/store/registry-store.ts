@@ -84,6 +84,13 @@ export interface RegistryStore {
    * the store had lost its event feed and has it back: changes may have been missed, so re-read what you follow.
    */
   subscribe(listener: (change: RegistryChange) => void, onResync?: () => void): () => void;
+  /** How many services the namespace holds: one counter read, no scan. */
+  countServices(namespace: string): Promise<number>;
+  /**
+   * Removes every service of the namespace with all its instances (live or not) and their counts, atomically, and
+   * publishes a "deregister" for each instance and a "service_remove" for each service, so watches and caches follow.
+   */
+  deleteNamespace(namespace: string): Promise<{ services: number; instances: number }>;
   close(): Promise<void>;
 }
 
