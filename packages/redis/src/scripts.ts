@@ -38,3 +38,15 @@ export function runScript(client: RedisClient, script: LuaScript, keys: string[]
   }
   return variable ? run.call(client, keys.length, ...keys, ...args) : run.call(client, ...keys, ...args);
 }
+
+/**
+ * Registers `scripts` on `client` now rather than at their first run. Defining a command while an auto-pipeline is
+ * being filled in the same tick misaligns its replies (ioredis #1931: "results[i] is not iterable"), so a store
+ * whose client others use concurrently registers its scripts when it is created.
+ */
+export function prepareScripts(client: RedisClient, ...scripts: LuaScript[]): void {
+  const commands = client as unknown as Record<string, unknown>;
+  for (const script of scripts) {
+    if (typeof commands[script.command] !== "function") client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+  }
+}

@@ -1,5 +1,5 @@
 import type { HandlerContext } from "@connectrpc/connect";
-import { defineScript, redisCaller, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { serviceKeys } from "./store/redis-registry-scripts.js";
 import { checkServiceId } from "./validation.js";
@@ -84,6 +84,7 @@ return 1
 /** The topology on Redis: one sorted set per namespace (`{ns}:topology`, member `["consumer","producer"]`, score last seen). */
 export function createRedisTopologyStore(client: RedisClient): TopologyStore {
   const call = redisCaller(client);
+  prepareScripts(client, TOUCH);
   const key = (ns: string) => `${ns}:topology`;
   return {
     async touch(ns, consumer, producer, now) {
