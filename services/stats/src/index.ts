@@ -7,3 +7,5 @@ export { runStatsPass, type NamespaceSource, type PassResult, type StatsPassDeps
 export { startStatsWorker, INITIAL_DELAY_MS, PERIOD_MS, type StatsWorker } from "./worker/stats-worker.js";
 export { alwaysHeldMutex, redlockMutex, type StatMutex } from "./worker/stat-mutex.js";
 export type { StatsStores } from "./worker/stores.js";
+export { createNamespaceService, visibleNamespaces, type NamespaceServiceDeps } from "./namespaces/namespace-service.js";
+export { namespaceServiceFor } from "./namespaces/namespace-module.js";

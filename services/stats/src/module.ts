@@ -1,6 +1,8 @@
+import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
-import { storeBackedInstance, type ModuleContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
+import { storeBackedInstance, type LocalService, type ModuleContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
 import type { SettingValues } from "@gov/settings";
+import { namespaceServiceFor } from "./namespaces/namespace-module.js";
 import { STATS_PORTS, statsModuleSettings, type workerModuleSettings } from "./settings.js";
 import { createStatsService } from "./stats/stats-service.js";
 import { runWorker, type WorkerTiming } from "./worker/run-worker.js";
@@ -32,7 +34,7 @@ export function workerInstance(ctx: ModuleContext, settings: SettingValues<typeo
 export function createStatsModule(options: StatsModuleOptions = {}): ServiceModule<typeof statsModuleSettings> {
   return {
     name: "stats",
-    services: [StatsService],
+    services: [StatsService, NamespaceService],
     settings: statsModuleSettings,
     ports: STATS_PORTS,
     limits: () => ({ maxRequestBytes: MAX_STATS_MESSAGE_BYTES }),
@@ -40,8 +42,8 @@ export function createStatsModule(options: StatsModuleOptions = {}): ServiceModu
       const { settings } = ctx;
       const stores = options.stores ?? (await sharedStatsStores(ctx, settings));
       const impl = createStatsService({ stats: stores.stats, topology: stores.topology, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
-      const impls = [{ service: StatsService, impl }];
-      // namespace helper: impls (push { service: NamespaceService, impl } here)
+      const impls: LocalService[] = [{ service: StatsService, impl }];
+      impls.push(await namespaceServiceFor(ctx, settings));
       return workerInstance(ctx, settings, stores, options, impls);
     },
   };

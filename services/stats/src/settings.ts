@@ -1,4 +1,5 @@
 import { parseBoolean, parseDuration, type SettingDef } from "@gov/settings";
+import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
 /** Ports of the stats service's own process (`npm run start:stats`). */
@@ -19,6 +20,7 @@ function parseEdgeTtl(raw: string): number {
 /** What the stats worker reads (seed: Settings, Limits; contract §6). */
 export const workerModuleSettings = {
   ...sharedSettings,
+  ...namespaceSettings,
   mutexEnabled: {
     name: "mutex.redis.enabled",
     parse: parseBoolean,

@@ -22,6 +22,7 @@ export function statsTargets(): { name: string; skip: string; open: () => Promis
     const set = new Set<string>();
     return {
       namespaces: { list: async () => [...set], current: async () => "gov-{system}" },
+      system: "gov-{system}",
       add: (ns: string) => (set.add(ns), ns),
     };
   };

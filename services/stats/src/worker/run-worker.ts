@@ -23,13 +23,13 @@ export interface WorkerTiming {
 export function runWorker(ctx: ModuleContext, settings: SettingValues<typeof workerModuleSettings>, stores: StatsStores, timing: WorkerTiming = {}): StatsWorker {
   const now = timing.now ?? Date.now;
   const distributed = !!ctx.redis && stores.registry.kind !== "embedded" && settings.mutexEnabled;
-  const mutex = distributed ? redlockMutex(ctx.redis!, { key: "gov-{system}:mutex:stat", ttlMs: timing.mutexTtlMs, logger: ctx.logger }) : alwaysHeldMutex();
+  const mutex = distributed ? redlockMutex(ctx.redis!, { key: `${stores.system}:mutex:stat`, ttlMs: timing.mutexTtlMs, logger: ctx.logger }) : alwaysHeldMutex();
   if (!distributed) ctx.logger.info({ mutex: "stat", distributed }, settings.mutexEnabled ? "statistics job runs in this process (embedded store: the stat mutex is trivially held)" : "statistics job runs in this process every period (mutex.redis.enabled=false: run one worker only)");
   return startStatsWorker({
     mutex,
     passes: stores.stats,
     logger: ctx.logger,
     ...timing,
-    runPass: (signal) => runStatsPass({ ...stores, configs: stores.configs, edgeTtlMs: settings.edgeTtl, now, signal }),
+    runPass: (signal) => runStatsPass({ ...stores, edgeTtlMs: settings.edgeTtl, now, signal }),
   });
 }

@@ -11,7 +11,7 @@ export interface NamespaceSource {
 export interface StatsPassDeps {
   namespaces: NamespaceSource;
   registry: Pick<RegistryStore, "sweep" | "sweptStats">;
-  configs: Pick<ConfigStore, "list">;
+  configs: Pick<ConfigStore, "count">;
   topology: Pick<TopologyStore, "prune">;
   stats: Pick<StatsStore, "write">;
   /** gov.topology.edge-ttl: edges last seen longer ago are pruned. */
@@ -36,7 +36,7 @@ export interface PassResult {
 
 /**
  * One run of the statistics job: for each namespace, sweep expired instances (which records each service's live
- * count), prune stale topology edges, count configs, then store the namespace's stat. Per namespace that is four
+ * count), prune stale topology edges, count configs (one counter), then store the namespace's stat. Per namespace that is four
  * sequential round trips on Redis whatever its size: the service index, the pipelined sweep scripts, the counts
  * (swept stats, config index and the prune, sent together) and the write.
  */
@@ -49,13 +49,13 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
 
   const visit = async (ns: string) => {
     result.expired += await deps.registry.sweep(ns, now);
-    const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.list(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
+    const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
     const instances = services.reduce((sum, s) => sum + s.instanceCount, 0);
     const stat: NamespaceStat = {
       namespaces: all.length,
       services: { total: services.length, health: services.filter((s) => s.instanceCount > 0).length },
       instances,
-      configs: configs.length,
+      configs,
     };
     await deps.stats.write(ns, stat);
     result.instances += instances;

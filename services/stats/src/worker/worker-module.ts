@@ -15,7 +15,7 @@ export function createWorkerModule(options: Pick<StatsModuleOptions, "stores" | 
     settings: workerModuleSettings,
     ports: WORKER_PORTS,
     async create(ctx) {
-      const stores = options.stores ?? (await sharedStatsStores(ctx, ctx.settings));
+      const stores = options.stores ?? (await sharedStatsStores(ctx));
       return workerInstance(ctx, ctx.settings, stores, options, []);
     },
   };
