@@ -48,7 +48,8 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
   const result: PassResult = { namespaces: all.length, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
 
   const visit = async (ns: string) => {
-    result.expired += await deps.registry.sweep(ns, now);
+    const expired = await deps.registry.sweep(ns, now); // (not `+= await`: lanes would overwrite each other's sums)
+    result.expired += expired;
     const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
     const instances = services.reduce((sum, s) => sum + s.instanceCount, 0);
     const stat: NamespaceStat = {
