@@ -40,7 +40,7 @@ export function createStatsModule(options: StatsModuleOptions = {}): ServiceModu
     limits: () => ({ maxRequestBytes: MAX_STATS_MESSAGE_BYTES }),
     async create(ctx) {
       const { settings } = ctx;
-      const stores = options.stores ?? (await sharedStatsStores(ctx, settings));
+      const stores = options.stores ?? (await sharedStatsStores(ctx));
       const impl = createStatsService({ stats: stores.stats, topology: stores.topology, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
       const impls: LocalService[] = [{ service: StatsService, impl }];
       impls.push(await namespaceServiceFor(ctx, settings));
