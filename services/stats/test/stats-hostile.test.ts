@@ -1,3 +1,4 @@
+import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import { restGateway } from "@gov/gateway";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
@@ -43,6 +44,21 @@ describeHostileInput("stats service (all-in-one gateway, embedded store)", {
 
 describeHostileInput("stats service (its own process's listeners)", {
   service: StatsService,
+  rest: false,
+  target: () => serviceTarget!,
+  limits,
+});
+
+// The namespace service is served by the same module, on the same listeners.
+describeHostileInput("namespace service (all-in-one gateway, embedded store)", {
+  service: NamespaceService,
+  target: () => target!,
+  pathValues: { namespace: "{hostile}" },
+  limits,
+});
+
+describeHostileInput("namespace service (the stats service's own listeners)", {
+  service: NamespaceService,
   rest: false,
   target: () => serviceTarget!,
   limits,
