@@ -167,6 +167,20 @@ export function describeConfigStoreContract(name: string, open: () => Promise<Co
       expect(await store.set(ns, "a", "new", sha("new"), 4)).toEqual({ changed: true, version: 1 });
     });
 
+    it("deleteNamespace onlyIfEmpty: refused (undefined, nothing removed) while a config exists; else the leftover history goes", async () => {
+      const ns = freshNamespace();
+      await store.set(ns, "live", "1", sha("1"), 1);
+      await store.set(ns, "gone", "1", sha("1"), 1);
+      await store.remove(ns, "gone", 2);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBeUndefined();
+      expect((await store.get(ns, "live"))?.data).toBe("1");
+      expect(await store.versions(ns, "gone")).toHaveLength(1);
+      await store.remove(ns, "live", 3);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBe(0);
+      expect(await store.versions(ns, "gone")).toEqual([]);
+      expect(await store.versions(ns, "live")).toEqual([]);
+    });
+
     it("deleteNamespace announces a remove per config, and another store's cache and reads follow", async () => {
       const ns = freshNamespace();
       const other = await open();

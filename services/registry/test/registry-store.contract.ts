@@ -358,6 +358,16 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect(await store.sweptStats(ns)).toEqual([{ serviceId: "a", instanceCount: 0 }]);
     });
 
+    it("deleteNamespace onlyIfEmpty: refused (undefined, nothing removed) while a service exists", async () => {
+      const ns = freshNamespace();
+      await store.register(ns, instance("a", "h", 1, { ttlMs: 0 }), T0);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBeUndefined();
+      expect((await store.listInstances(ns, "a", T0)).map((r) => r.instanceId)).toEqual(["a@http#h#1"]);
+      expect(await store.deregister(ns, "a", "a@http#h#1", T0)).toBe(true);
+      expect(await store.deleteService(ns, "a", T0)).toBe("removed");
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toEqual({ services: 0, instances: 0 });
+    });
+
     it("deleteNamespace is announced: a watch of another store sees its instances go", async () => {
       const ns = freshNamespace();
       const other = await open();

@@ -100,9 +100,10 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
       for (const entry of namespaces.get(ns)?.values() ?? []) if (entry.current) n++;
       return n;
     },
-    async deleteNamespace(ns) {
+    async deleteNamespace(ns, options) {
       const configs = namespaces.get(ns);
       if (!configs) return 0;
+      if (options?.onlyIfEmpty && [...configs.values()].some((e) => e.current)) return undefined;
       namespaces.delete(ns);
       let n = 0;
       for (const [id, entry] of configs) {

@@ -114,7 +114,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     async count(ns) {
       return call(() => client.scard(configKeys(ns, "")[0]));
     },
-    async deleteNamespace(ns) {
+    async deleteNamespace(ns, options) {
       const [idx, , , , , removedKey] = configKeys(ns, "");
       // The script needs every key in KEYS (Cluster routing), so the ids are read first; it refuses when either set
       // changed meanwhile, and the read is repeated. A namespace being written to without pause is reported, not looped on.
@@ -122,6 +122,8 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
         const replies = await call(() => client.multi().smembers(idx).smembers(removedKey).exec());
         const [[e1, ids], [e2, removed]] = replies as [Error | null, string[]][];
         if (e1 || e2) throw e1 ?? e2;
+        // The script refuses when cfg_idx changed since this read: "empty" holds atomically with the delete.
+        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
         const current = new Set(ids);
         const onlyRemoved = removed.filter((id) => !current.has(id));
         const keys = [idx, removedKey, ...ids.flatMap((id) => configDataKeys(ns, id)), ...onlyRemoved.flatMap((id) => configDataKeys(ns, id))];

@@ -123,8 +123,9 @@ export function createMemoryRegistryStore(): RegistryStore {
     async countServices(ns) {
       return namespaces.get(ns)?.size ?? 0;
     },
-    async deleteNamespace(ns) {
+    async deleteNamespace(ns, options) {
       const services = namespaces.get(ns);
+      if (options?.onlyIfEmpty && services?.size) return undefined;
       namespaces.delete(ns);
       swept.delete(ns);
       let instances = 0;

@@ -189,11 +189,13 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
     async countServices(ns) {
       return call(() => client.scard(serviceKeys(ns, "")[0]));
     },
-    async deleteNamespace(ns) {
+    async deleteNamespace(ns, options) {
       // Every key must be in KEYS (Cluster routing), so the service ids are read first; the script refuses when the
       // index changed meanwhile, and the read is repeated. A namespace written to without pause is reported.
       for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
         const ids = await listServices(ns);
+        // The script refuses when svc_idx changed since this read: "empty" holds atomically with the delete.
+        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
         const maySend = writeMaySend(client);
         let result: [number, number];
         try {

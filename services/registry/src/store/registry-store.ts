@@ -89,8 +89,10 @@ export interface RegistryStore {
   /**
    * Removes every service of the namespace with all its instances (live or not) and their counts, atomically, and
    * publishes a "deregister" for each instance and a "service_remove" for each service, so watches and caches follow.
+   * With `onlyIfEmpty`, a namespace that holds a service (decided atomically with the delete) is left alone and the
+   * answer is undefined.
    */
-  deleteNamespace(namespace: string): Promise<{ services: number; instances: number }>;
+  deleteNamespace(namespace: string, options?: { onlyIfEmpty?: boolean }): Promise<{ services: number; instances: number } | undefined>;
   close(): Promise<void>;
 }
 

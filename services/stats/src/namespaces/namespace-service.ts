@@ -68,21 +68,27 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
         );
       }
       const [configs, services] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
-      if ((configs > 0 || services > 0) && !req.force) {
-        throw new ConnectError(
-          `namespace "${ns}" still holds ${configs} config(s) and ${services} service(s): delete them first, or delete the namespace with ?force=true (force: true) to remove them with it`,
+      const stillHolds = (c: number, s: number) =>
+        new ConnectError(
+          `namespace "${ns}" still holds ${c} config(s) and ${s} service(s): delete them first, or delete the namespace with ?force=true (force: true) to remove them with it`,
           Code.FailedPrecondition,
         );
-      }
+      if ((configs > 0 || services > 0) && !req.force) throw stillHolds(configs, services);
       // Out of the index first: every process forgets it, so a write that races the delete indexes it again rather
       // than leaving data in a namespace nobody lists.
       const indexed = await index.remove(ns);
       if (!indexed && configs === 0 && services === 0) {
         throw new ConnectError(`namespace "${ns}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
       }
-      // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes too.
-      const removedConfigs = await deps.configs.deleteNamespace(ns);
-      const removed = await deps.registry.deleteNamespace(ns);
+      // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes
+      // too — but a config or service written since the count survives: each store checks "empty" atomically.
+      const onlyIfEmpty = !req.force;
+      const removedConfigs = await deps.configs.deleteNamespace(ns, { onlyIfEmpty });
+      const removed = removedConfigs === undefined ? undefined : await deps.registry.deleteNamespace(ns, { onlyIfEmpty });
+      if (removedConfigs === undefined || removed === undefined) {
+        await index.add(ns); // it holds data again: keep it listed
+        throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
+      }
       await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
       return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
     },
