@@ -14,16 +14,21 @@ const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 /** The namespaces a test's worker visits: the ones the test adds. */
 export interface TestNamespaces {
   add(ns: string): string;
+  remove(ns: string): void;
 }
 
 /** The stores on each target: embedded, Redis, Redis Cluster (each with a skip reason when Redis is unavailable). */
 export function statsTargets(): { name: string; skip: string; open: () => Promise<StatsStores & TestNamespaces> }[] {
+  // A system namespace per test file (the last pass time and the stat index live there): files run side by side on the
+  // shared Redis servers.
+  const system = `gov-{sys${process.pid}}`;
   const namespaces = () => {
     const set = new Set<string>();
     return {
-      namespaces: { list: async () => [...set], current: async () => "gov-{system}" },
-      system: "gov-{system}",
+      namespaces: { list: async () => [...set], current: async () => system },
+      system,
       add: (ns: string) => (set.add(ns), ns),
+      remove: (ns: string) => void set.delete(ns),
     };
   };
   return [
@@ -45,7 +50,7 @@ export function statsTargets(): { name: string; skip: string; open: () => Promis
           registry: await createRedisRegistryStore(await connectRedis(t.url), { kind: t.name }),
           configs: await createRedisConfigStore(await connectRedis(t.url), { maxVersions: 10, kind: t.name }),
           topology: createRedisTopologyStore(client),
-          stats: { ...createRedisStatsStore(client, "gov-{system}", t.name), close: async () => void client.disconnect() },
+          stats: { ...createRedisStatsStore(client, system, t.name), close: async () => void client.disconnect() },
           ...namespaces(),
         };
       },

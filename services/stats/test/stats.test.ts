@@ -68,6 +68,14 @@ for (const target of statsTargets()) {
       expect(await stores.registry.listInstances(ns, "short", 0)).toEqual([]);
     });
 
+    it("a namespace that leaves the index (deleted) reads zeros again after the next pass", async () => {
+      const ns = stores.add(freshNamespace());
+      await register(ns, "svc", 1);
+      await expect.poll(async () => ((await stat(ns)) as { instances: number }).instances, POLL).toBe(1);
+      stores.remove(ns);
+      await expect.poll(() => stat(ns), POLL).toEqual({ namespaces: 0, services: { total: 0, health: 0 }, instances: 0, configs: 0 });
+    });
+
     it("the same over Connect and gRPC", async () => {
       const ns = stores.add(freshNamespace());
       await register(ns, "svc", 1);

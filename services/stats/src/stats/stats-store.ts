@@ -17,6 +17,11 @@ export interface StatsStore {
   readonly kind: string;
   /** Replaces the namespace's counts. */
   write(namespace: string, stat: NamespaceStat): Promise<void>;
+  /**
+   * Drops the counts of every namespace not in `keep` (deleted since the last pass: its stat then reads zeros, like a
+   * namespace never counted). Returns how many were dropped.
+   */
+  retain(keep: readonly string[]): Promise<number>;
   /** The namespace's counts, or undefined when no pass has counted it yet. */
   read(namespace: string): Promise<NamespaceStat | undefined>;
   /** Epoch ms at which the last pass started, by whichever worker. */
@@ -37,6 +42,12 @@ export function createMemoryStatsStore(): StatsStore {
       stats.set(ns, stat);
     },
     read: async (ns) => stats.get(ns),
+    async retain(keep) {
+      const kept = new Set(keep);
+      let n = 0;
+      for (const ns of stats.keys()) if (!kept.has(ns) && stats.delete(ns)) n++;
+      return n;
+    },
     lastPassAt: async () => last,
     async setLastPassAt(at) {
       last = at;
@@ -48,17 +59,28 @@ export function createMemoryStatsStore(): StatsStore {
 const FIELDS = ["namespaces", "services", "health", "instances", "configs"] as const;
 
 /**
- * On Redis: a hash `{ns}:stat` per namespace (in the namespace's slot, beside its data) and a string
- * `{system}:stat_last_pass` in the system namespace.
+ * On Redis: a hash `{ns}:stat` per namespace (in the namespace's slot, beside its data); in the system namespace, the
+ * set of namespaces that have one (`{system}:stat_idx`) and a string `{system}:stat_last_pass`.
  */
 export function createRedisStatsStore(client: RedisClient, systemNamespace: string, kind = "redis"): StatsStore {
   const call = redisCaller(client);
   const key = (ns: string) => `${ns}:stat`;
   const lastKey = `${systemNamespace}:stat_last_pass`;
+  const indexKey = `${systemNamespace}:stat_idx`;
   return {
     kind,
     async write(ns, s) {
-      await call(() => client.hset(key(ns), { namespaces: s.namespaces, services: s.services.total, health: s.services.health, instances: s.instances, configs: s.configs }));
+      // two slots (the namespace's, the system's): two commands, sent together
+      await call(() =>
+        Promise.all([client.hset(key(ns), { namespaces: s.namespaces, services: s.services.total, health: s.services.health, instances: s.instances, configs: s.configs }), client.sadd(indexKey, ns)]),
+      );
+    },
+    async retain(keep) {
+      const kept = new Set(keep);
+      const gone = (await call(() => client.smembers(indexKey))).filter((ns) => !kept.has(ns));
+      // each stat key lives in its own namespace's slot: one DEL per key, pipelined
+      await call(() => Promise.all([...gone.map((ns) => client.del(key(ns))), ...(gone.length ? [client.srem(indexKey, ...gone)] : [])]));
+      return gone.length;
     },
     async read(ns) {
       const values = await call(() => client.hmget(key(ns), ...FIELDS));

@@ -13,7 +13,7 @@ export interface StatsPassDeps {
   registry: Pick<RegistryStore, "sweep" | "sweptStats">;
   configs: Pick<ConfigStore, "count">;
   topology: Pick<TopologyStore, "prune">;
-  stats: Pick<StatsStore, "write">;
+  stats: Pick<StatsStore, "write" | "retain">;
   /** gov.topology.edge-ttl: edges last seen longer ago are pruned. */
   edgeTtlMs: number;
   now: () => number;
@@ -68,6 +68,8 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
     while (next < all.length && !deps.signal?.aborted) await visit(all[next++]);
   };
   await Promise.all(Array.from({ length: Math.min(deps.concurrency ?? 16, all.length) }, lane));
+  // a namespace deleted since the last pass keeps no stale counts
+  if (!deps.signal?.aborted) await deps.stats.retain(all);
   result.durationMs = Math.round(performance.now() - started);
   return result;
 }
