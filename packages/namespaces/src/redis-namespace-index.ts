@@ -1,5 +1,5 @@
 import { Cluster } from "ioredis";
-import { defineScript, followChanges, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SystemNamespaceError, type NamespaceIndex } from "./namespace-index.js";
 
 export interface RedisNamespaceIndexOptions {
@@ -49,6 +49,7 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
   const keys = indexKeys(system);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
   const call = redisCaller(client);
+  prepareScripts(client, REMOVE); // not while others' commands are being auto-pipelined (see prepareScripts)
   const maxCached = options.maxCached ?? 10_000;
   const known = new Set<string>();
   let live = false;

@@ -29,14 +29,18 @@ type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
 export function runScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
   const variable = script.numberOfKeys < 0;
   if (!variable && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
-  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
-  let run = commands[script.command];
-  if (typeof run !== "function") {
-    // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
-    client.defineCommand(script.command, variable ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
-    run = commands[script.command] as ScriptCommand;
-  }
+  const run = define(client, script);
   return variable ? run.call(client, keys.length, ...keys, ...args) : run.call(client, ...keys, ...args);
+}
+
+/** The script's command on `client`, registered on first use. */
+function define(client: RedisClient, script: LuaScript): ScriptCommand {
+  const commands = client as unknown as Record<string, ScriptCommand | undefined>;
+  if (typeof commands[script.command] !== "function") {
+    // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
+    client.defineCommand(script.command, script.numberOfKeys < 0 ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
+  }
+  return commands[script.command] as ScriptCommand;
 }
 
 /**
@@ -45,8 +49,5 @@ export function runScript(client: RedisClient, script: LuaScript, keys: string[]
  * whose client others use concurrently registers its scripts when it is created.
  */
 export function prepareScripts(client: RedisClient, ...scripts: LuaScript[]): void {
-  const commands = client as unknown as Record<string, unknown>;
-  for (const script of scripts) {
-    if (typeof commands[script.command] !== "function") client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
-  }
+  for (const script of scripts) define(client, script);
 }

@@ -1,4 +1,4 @@
-import { defineScript, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
 import type { ConfigChange, ConfigOp } from "./config-store.js";
 
 /**
@@ -196,6 +196,8 @@ const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function configScripts(client: RedisClient) {
+  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
+  prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
     set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
       runScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,

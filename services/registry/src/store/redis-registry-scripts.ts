@@ -1,4 +1,4 @@
-import { defineScript, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
 import type { RegistryChange, RegistryOp } from "./registry-store.js";
 
 /**
@@ -204,6 +204,8 @@ export function namespaceKeys(namespace: string, serviceIds: string[]): string[]
 
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function registryScripts(client: RedisClient) {
+  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
+  prepareScripts(client, REGISTER, DEREGISTER, RENEW, SET_METADATA, DELETE_SERVICE, PUT_SERVICE, SWEEP, DELETE_NAMESPACE);
   const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
   return {
     register: (keys: Keys, serviceId: string, instanceId: string, record: string, metadata: string, ttlAt: number | undefined, now: number, channel: string) =>
