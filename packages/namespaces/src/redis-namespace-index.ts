@@ -99,11 +99,16 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     async has(ns) {
       return (await call(() => client.sismember(keys.index, ns))) === 1;
     },
+    // The system namespace is listed and counted even if the index was lost (a Redis restarted without persistence).
     async list() {
-      return (await call(() => client.smembers(keys.index))).sort();
+      const names = await call(() => client.smembers(keys.index));
+      return (names.includes(system) ? names : [...names, system]).sort();
     },
     async count() {
-      return call(() => client.scard(keys.index));
+      const replies = await call(() => client.multi().scard(keys.index).sismember(keys.index, system).exec());
+      const [[e1, n], [e2, hasSystem]] = replies as [Error | null, number][];
+      if (e1 || e2) throw e1 ?? e2;
+      return n + (hasSystem ? 0 : 1);
     },
     async remove(ns) {
       if (ns === system) throw new SystemNamespaceError(system);

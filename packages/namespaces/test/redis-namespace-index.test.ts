@@ -36,6 +36,19 @@ for (const target of redisTargets()) {
       await expect.poll(async () => (await a.add(ns), b.has(ns)), { timeout: 3000, interval: 10 }).toBe(true);
     });
 
+    it("the system namespace stays listed and counted if the index is lost (Redis restarted without persistence)", async () => {
+      const lost = fresh("gov");
+      const index = await open(lost);
+      try {
+        await index.add(fresh());
+        await raw.del(indexKeys(lost).index);
+        expect(await index.list()).toEqual([lost]);
+        expect(await index.count()).toBe(1);
+      } finally {
+        await index.close();
+      }
+    });
+
     it("the index keys share the system namespace's slot", async () => {
       const { index, current } = indexKeys("gov-{system}");
       if (target.name === "redis-cluster") expect(await raw.call("CLUSTER", "KEYSLOT", index)).toBe(await raw.call("CLUSTER", "KEYSLOT", current));
