@@ -11,7 +11,7 @@
  *
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size part 2; BENCH_STATS_SIZES (default "5,20") part 1.
  */
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -22,6 +22,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { createRedisRegistryStore, createRedisTopologyStore, createTopologyRecorder, type InstanceRecord, type RegistryStore } from "@gov/registry-service";
 import { createRedisStatsStore, runStatsPass } from "@gov/stats-service";
 import { startRedis } from "@gov/testkit";
+import { startAllInOne } from "./fixtures/all-in-one.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NAMESPACES = 100;
@@ -30,8 +31,6 @@ const SIZES = (process.env.BENCH_STATS_SIZES ?? "5,20").split(",").map(Number).f
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 
-const children = new Set<ChildProcess>();
-process.on("exit", () => children.forEach((c) => c.kill("SIGKILL")));
 
 const instance = (serviceId: string, i: number, ttlAt: number): InstanceRecord => ({
   instanceId: `${serviceId}@http#10.0.${i >> 8}.${i & 255}#8080`,
@@ -113,26 +112,6 @@ async function statsPass(perService: number) {
   }
 }
 
-async function startGateway(redisUrl: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], {
-    cwd: root,
-    env: { ...process.env, NODE_OPTIONS: process.env.NODE_OPTIONS ?? "--conditions=@gov/source", REDIS_URL: redisUrl, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const scan = (d: Buffer) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1] });
-    };
-    child.stdout!.on("data", scan);
-    child.stderr!.on("data", scan);
-    child.once("exit", (code) => reject(new Error(`the gateway exited with ${code}: ${out}`)));
-  });
-}
-
 /** CPU time (user + system) a process has used so far, in microseconds (USER_HZ = 100). */
 function cpuMicros(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
@@ -157,7 +136,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function discovery() {
   const redis = await startRedis();
   try {
-    const gw = await startGateway(redis.url);
+    const gw = await startAllInOne({ REDIS_URL: redis.url });
     const ns = "%7Bbench%7D";
     const put = (path: string, body?: unknown) =>
       fetch(`${gw.url}/v1/namespaces/${ns}/services/${path}`, { method: "PUT", ...(body ? { body: JSON.stringify(body), headers: { "content-type": "application/json" } } : {}) });
