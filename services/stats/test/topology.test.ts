@@ -1,6 +1,7 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { createRegistryClient } from "@gov/registry-client";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -74,6 +75,19 @@ for (const target of statsTargets()) {
       await expect.poll(async () => Object.keys((await stats.getTopology({ namespace: ns })).consumers), POLL).toEqual(["C"]);
       const { consumers } = await stats.getTopology({ namespace: ns });
       expect(consumers.C.values.map((v) => v.kind.value)).toEqual(["B"]);
+    });
+
+    it("the registry client's discovery (its instance watch) records the edge from its serviceId and namespace", async () => {
+      const ns = await setUp();
+      const other = await setUp();
+      const client = createRegistryClient({ baseUrl: url, namespace: ns, serviceId: "A" });
+      try {
+        expect(await client.instances("B")).toHaveLength(1);
+        await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"] });
+        expect(await topology(other)).toEqual({});
+      } finally {
+        await client.close();
+      }
     });
 
     it("an edge not seen for gov.topology.edge-ttl disappears from the topology, and the worker prunes it", async () => {
