@@ -9,8 +9,11 @@ export const PERIOD_MS = 10_000;
 
 export interface StatsWorkerOptions {
   mutex: StatMutex;
-  /** One pass over every namespace; `signal` aborts when the mutex is lost or the worker stops. */
-  runPass: (signal: AbortSignal) => Promise<PassResult>;
+  /**
+   * One pass over every namespace; `signal` aborts when the mutex is lost or the worker stops. `dueAt` (epoch ms) is
+   * when the pass was due: passes are due exactly one period apart, and start within a tick of it.
+   */
+  runPass: (signal: AbortSignal, dueAt: number) => Promise<PassResult>;
   /** Where the start of the last pass is kept (by any worker), so a new holder keeps the pace. */
   passes: Pick<StatsStore, "lastPassAt" | "setLastPassAt">;
   logger: Logger;
@@ -64,7 +67,7 @@ export function startStatsWorker(options: StatsWorkerOptions): StatsWorker {
     lastPass = now() - due > tickMs ? now() : due;
     await options.passes.setLastPassAt(lastPass);
     const signal = AbortSignal.any([stopping.signal, mutex.lost]);
-    const result = await options.runPass(signal);
+    const result = await options.runPass(signal, lastPass);
     logger.info({ job: "stat", passStartedAt: new Date(lastPass).toISOString(), ...result, complete: !signal.aborted }, "statistics pass done");
     return Math.min(tickMs, Math.max(0, dueAt() - now()));
   };
