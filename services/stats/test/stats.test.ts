@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { StatsStores } from "../src/worker/stores.js";
 import { freshNamespace, seg, startStatsProcess, statsTargets, type TestNamespaces } from "./stats-harness.js";
 
-const POLL = { timeout: 5000, interval: 50 };
+const POLL = { timeout: 10_000, interval: 50 }; // many periods of the tests' 300 ms schedule, on a busy host
 
 for (const target of statsTargets()) {
   describe.skipIf(target.skip)(`namespace stat on the ${target.name} store`, () => {

@@ -59,7 +59,7 @@ describe.skipIf(cluster.skip)("stats workers on a Redis Cluster", () => {
       expect(seen[i].start, "a pass started before the previous one ended").toBeGreaterThanOrEqual(seen[i - 1].end);
       const gap = seen[i].start - seen[i - 1].start;
       expect(gap, "two passes in one period").toBeGreaterThanOrEqual(9_900);
-      expect(gap, "a period without a pass").toBeLessThan(12_000);
+      expect(gap, "a period without a pass").toBeLessThan(13_000); // due every 10 s; a pass more than a tick late starts from now
     }
 
     const holder = seen.at(-1)!.pid;
