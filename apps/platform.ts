@@ -4,9 +4,10 @@ import { configModule } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
 import { registryModule } from "@gov/registry-service";
 import type { ProcessOptions } from "@gov/service-kit";
+import { statsModule } from "@gov/stats-service";
 
 export const platform = {
   name: "gov.gateway",
-  modules: [configModule, registryModule],
+  modules: [configModule, registryModule, statsModule],
   gateway: restGateway,
 } satisfies ProcessOptions;

@@ -16,6 +16,8 @@ const ENTRIES = {
   gateway: "apps/dist/main.js",
   config: "services/config/dist/main.js",
   registry: "services/registry/dist/main.js",
+  stats: "services/stats/dist/main.js",
+  worker: "services/stats/dist/worker/main.js",
 };
 
 /** The newest change below `dir`: files, and folders too (deleting or renaming a source file changes its folder). */

@@ -6,7 +6,8 @@ import type { FastifyRequest } from "fastify";
  * Connect or gRPC client would send itself):
  *
  * - `authorization`: the caller's token; the services authenticate it (contract §7), never the gateway;
- * - `x-gov-consumer`: the calling application's name;
+ * - `x-gov-consumer`: the calling application's name; `x-gov-consumer-namespace`: its namespace, when it discovers
+ *   services of another one (both feed the topology);
  * - `x-request-id`: correlation id for logs;
  * - `traceparent`, `tracestate`: W3C trace context;
  * - `x-forwarded-for`: computed, never copied: see `clientAddresses` (service-kit), which every Connect listener applies too.
@@ -14,7 +15,7 @@ import type { FastifyRequest } from "fastify";
  * Nothing else crosses (no cookies, no hop-by-hop or content headers): a service must not depend on how the call
  * reached it.
  */
-export const FORWARDED_HEADERS = ["authorization", "x-gov-consumer", "x-request-id", "traceparent", "tracestate"] as const;
+export const FORWARDED_HEADERS = ["authorization", "x-gov-consumer", "x-gov-consumer-namespace", "x-request-id", "traceparent", "tracestate"] as const;
 
 /** Builds the headers a REST request passes to the services. */
 export type HeaderForwarder = (req: FastifyRequest) => Record<string, string>;

@@ -6,6 +6,7 @@ export interface LuaScript {
   readonly name: string;
   readonly lua: string;
   readonly sha: string;
+  /** How many KEYS every call passes; -1: as many as the call gives (a script over a whole namespace). */
   readonly numberOfKeys: number;
   /** The ioredis command it is registered as: name and SHA, so that two scripts (or versions) never collide. */
   readonly command: string;
@@ -26,12 +27,27 @@ type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
  * needs no SCRIPT LOAD.
  */
 export function runScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
-  if (keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  const variable = script.numberOfKeys < 0;
+  if (!variable && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  const run = define(client, script);
+  return variable ? run.call(client, keys.length, ...keys, ...args) : run.call(client, ...keys, ...args);
+}
+
+/** The script's command on `client`, registered on first use. */
+function define(client: RedisClient, script: LuaScript): ScriptCommand {
   const commands = client as unknown as Record<string, ScriptCommand | undefined>;
-  let run = commands[script.command];
-  if (typeof run !== "function") {
-    client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
-    run = commands[script.command] as ScriptCommand;
+  if (typeof commands[script.command] !== "function") {
+    // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
+    client.defineCommand(script.command, script.numberOfKeys < 0 ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
   }
-  return run.call(client, ...keys, ...args);
+  return commands[script.command] as ScriptCommand;
+}
+
+/**
+ * Registers `scripts` on `client` now rather than at their first run. Defining a command while an auto-pipeline is
+ * being filled in the same tick misaligns its replies (ioredis #1931: "results[i] is not iterable"), so a store
+ * whose client others use concurrently registers its scripts when it is created.
+ */
+export function prepareScripts(client: RedisClient, ...scripts: LuaScript[]): void {
+  for (const script of scripts) define(client, script);
 }

@@ -59,7 +59,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   if (!options.transport && !options.baseUrl) throw new TypeError("createRegistryClient needs a transport or a baseUrl");
   const namespace = toNamespace(options.namespace);
   const transport = options.transport ?? createConnectTransport({ baseUrl: options.baseUrl!, httpVersion: "1.1" });
-  const client = createClient(RegistryService, withConsumerHeader(transport, options.serviceId));
+  const client = createClient(RegistryService, withConsumerHeader(transport, options.serviceId, namespace));
   const listeners = new Set<(e: RegistryEvent) => void>();
   const emit = (e: RegistryEvent) => {
     for (const l of listeners) {

@@ -16,7 +16,7 @@ import { buildManagementApp, createReadiness, type Readiness } from "./managemen
 import { createMetrics, type Metrics } from "./metrics.js";
 import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
-import { endpointSettings, type ModuleInstance, type ServiceModule } from "./service-module.js";
+import { endpointSettings, type ModuleInstance, type ServiceModule, type SharedResource } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
 import { inProcessTransport, type LocalService } from "./transport/in-process.js";
 import { remoteTransport } from "./transport/remote.js";
@@ -201,6 +201,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     }
     const ids = { nextId: monitor ? unavailableOnStop(monitor.nextId) : () => crypto.randomUUID() };
     const redisKind = redisUrl ? (parseRedisUrl(redisUrl).kind === "cluster" ? "redis-cluster" : "redis") : undefined;
+    const shared = createSharedResources(logger);
+    closers.push(() => shared.close()); // after every module (closers run in reverse), before the Redis client
     for (const plan of localPlans) {
       const instance = await plan.module.create({
         logger: logger.child({ module: plan.module.name }),
@@ -211,6 +213,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         subscriber,
         transportFor: lazyTransport,
         ids,
+        shared: shared.get,
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
@@ -463,6 +466,40 @@ async function waitUntil(done: () => Promise<boolean>, deadline: number): Promis
     if (Date.now() >= deadline) return false;
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/**
+ * The process-wide memo behind `ModuleContext.shared`: one promise per key (concurrent askers wait for the same open; a
+ * failed open is forgotten, so the next asker tries again); `close` closes what was opened, newest first, once.
+ */
+function createSharedResources(logger: Logger) {
+  const opened = new Map<string, Promise<SharedResource>>();
+  const closers: (() => Promise<void>)[] = [];
+  let closed = false;
+  return {
+    get<T extends SharedResource>(key: string, open: () => Promise<T>): Promise<T> {
+      if (closed) return Promise.reject(new Error(`the process is shutting down: cannot open ${key}`));
+      let pending = opened.get(key);
+      if (!pending) {
+        pending = open().then(
+          (resource) => {
+            closers.push(() => resource.close());
+            return resource;
+          },
+          (err: unknown) => {
+            opened.delete(key);
+            throw err;
+          },
+        );
+        opened.set(key, pending);
+      }
+      return pending as Promise<T>;
+    },
+    async close() {
+      closed = true;
+      await closeAll(closers, logger);
+    },
+  };
 }
 
 async function closeAll(closers: (() => Promise<void>)[], logger: Logger): Promise<void> {

@@ -36,6 +36,17 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
    * `unavailable` that says why, which reaches the client as 503.
    */
   ids: { nextId(): string };
+  /**
+   * A process-wide resource (a store, an index): opened by whichever module asks for `key` first, the same instance
+   * for every later caller, so the modules of one process see the same data also on the embedded store. The process
+   * closes it, once, after every module has closed: a module must not close what it got here.
+   */
+  shared<T extends SharedResource>(key: string, open: () => Promise<T>): Promise<T>;
+}
+
+/** What `ModuleContext.shared` holds: anything the process can close at the end. */
+export interface SharedResource {
+  close(): Promise<void>;
 }
 
 /** A module running in this process. */

@@ -18,8 +18,15 @@ import { importEntries } from "./import-configs.js";
 import { readImportArchive, writeExportArchive } from "./zip-archive.js";
 import { watchChanges } from "./watch-changes.js";
 
+/** What the config service needs of the namespace index (`@gov/namespaces`): a cached, idempotent add. */
+export interface NamespaceIndexer {
+  add(namespace: string): Promise<void>;
+}
+
 export interface ConfigServiceDeps {
   store: ConfigStore;
+  /** Every namespace that receives a config is indexed (before the write: data never sits in an unindexed namespace). */
+  namespaces?: NamespaceIndexer;
   namespaceRule: NamespaceRule;
   limits: ConfigLimits;
   now?: () => number;
@@ -64,6 +71,7 @@ const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" do
 export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof ConfigService> {
   const { store, limits } = deps;
   const now = deps.now ?? Date.now;
+  const indexed = (ns: string) => deps.namespaces?.add(ns);
   const checkTarget = (ns: string, id?: string) => {
     checkNamespace(ns, deps.namespaceRule);
     if (id !== undefined) checkConfigId(id);
@@ -85,6 +93,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       checkNamespace(req.namespace, deps.namespaceRule);
       checkWritableConfigId(req.configId);
       checkContent(req.data);
+      await indexed(req.namespace);
       return store.set(req.namespace, req.configId, req.data, sha256(req.data), now());
     },
 
@@ -104,7 +113,10 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
     async rollbackConfig(req) {
       checkTarget(req.namespace, req.configId);
       checkVersion(req.targetVersion, "target version");
+      // A rollback writes only where a config was before, so the namespace is indexed already — unless its data
+      // predates the index: indexing after a successful rollback covers that without indexing failed attempts.
       const result = await store.rollback(req.namespace, req.configId, req.targetVersion, now());
+      if (result) await indexed(req.namespace);
       if (!result) {
         throw new ConnectError(
           `config "${req.configId}" in namespace "${req.namespace}" has no version ${req.targetVersion}: list them with GET .../versions`,
@@ -141,6 +153,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       }
       // Every limit and every entry is checked before the first write (zip-archive.ts); then one write per entry.
       const entries = await readImportArchive(req.importZip, limits, ctx.signal);
+      await indexed(req.namespace);
       const { results, succeeded } = await importEntries(store, req.namespace, entries, policy, { now, hash: sha256, signal: ctx.signal });
       return { total: results.length, succeeded, results };
     },

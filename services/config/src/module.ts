@@ -1,12 +1,13 @@
 import { ConfigService } from "@gov/api";
-import { sharedRedisOf, storeBackedInstance, type ServiceModule } from "@gov/service-kit";
+import { sharedNamespaceIndex } from "@gov/namespaces";
+import { storeBackedInstance, type ServiceModule } from "@gov/service-kit";
 import { createConfigService } from "./config-service.js";
-import { openConfigStore } from "./open-store.js";
+import { sharedConfigStore } from "./open-store.js";
 import { CONFIG_PORTS, configModuleSettings } from "./settings.js";
 import type { ConfigStore } from "./store/config-store.js";
 
 export interface ConfigModuleOptions {
-  /** A store opened by the caller (tests), which the module then owns; default: from REDIS_URL, on the process's Redis client. */
+  /** A store opened by the caller (tests), which the process then owns; default: from REDIS_URL, on the process's Redis client. */
   store?: ConfigStore;
 }
 
@@ -24,10 +25,17 @@ export function createConfigModule(options: ConfigModuleOptions = {}): ServiceMo
     limits: (s) => ({ maxRequestBytes: s.maxContentBytes, maxUploadBytes: s.maxZipBytes }),
     async create(ctx) {
       const { settings } = ctx;
-      const store = options.store ?? (await openConfigStore(settings, sharedRedisOf(ctx)));
-      const impl = createConfigService({ store, namespaceRule: { requireHashTag: settings.requireHashTag }, limits: settings });
+      // The process's store and namespace index, shared with the other modules of the process (which close them).
+      const store = await sharedConfigStore(ctx, options.store);
+      const namespaces = await sharedNamespaceIndex(ctx);
+      const impl = createConfigService({ store, namespaces, namespaceRule: { requireHashTag: settings.requireHashTag }, limits: settings });
       // an injected store (tests) is not the process's Redis: its health is not ours to report
-      return storeBackedInstance({ impls: [{ service: ConfigService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
+      return storeBackedInstance({
+        impls: [{ service: ConfigService, impl }],
+        store: { kind: store.kind, close: async () => {} },
+        redis: options.store ? undefined : ctx.redis,
+        redisUrl: settings.redisUrl,
+      });
     },
   };
 }

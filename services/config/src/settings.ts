@@ -1,4 +1,5 @@
 import { parseBytes, parseInteger, type SettingDef } from "@gov/settings";
+import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
 /** Ports of the config service's own process (`npm run start:config`). */
@@ -7,6 +8,7 @@ export const CONFIG_PORTS = { port: 8091, grpcPort: 9091 };
 /** What the config module reads (contract §3, §4, §8). Each is documented in the root README. */
 export const configModuleSettings = {
   ...sharedSettings,
+  ...namespaceSettings,
   maxVersions: {
     name: "gov.config.history.max-versions",
     parse: parseInteger(1, 100_000),

@@ -133,5 +133,76 @@ export function describeConfigStoreContract(name: string, open: () => Promise<Co
         if (other !== store) await other.close();
       }
     });
+
+    it("count: configs with a current version, without scanning", async () => {
+      const ns = freshNamespace();
+      expect(await store.count(ns)).toBe(0);
+      await store.set(ns, "a", "1", sha("1"), 1);
+      await store.set(ns, "b", "1", sha("1"), 1);
+      await store.set(ns, "a", "2", sha("2"), 2);
+      expect(await store.count(ns)).toBe(2);
+      await store.remove(ns, "b", 3);
+      expect(await store.count(ns)).toBe(1);
+    });
+
+    it("deleteNamespace removes every config and all history (also of configs removed before); other namespaces keep theirs", async () => {
+      const ns = freshNamespace();
+      const sibling = `cosky-${ns.slice(ns.indexOf("{"))}`; // same hash tag, different namespace
+      await store.set(sibling, "a", "keep", sha("keep"), 1);
+      await store.set(ns, "a", "1", sha("1"), 1);
+      await store.set(ns, "a", "2", sha("2"), 2);
+      await store.set(ns, "gone", "g", sha("g"), 1);
+      await store.remove(ns, "gone", 2);
+      expect(await store.deleteNamespace(ns)).toBe(1);
+      expect(await store.list(ns)).toEqual([]);
+      expect(await store.count(ns)).toBe(0);
+      expect(await store.get(ns, "a")).toBeUndefined();
+      expect(await store.versions(ns, "a")).toEqual([]);
+      expect(await store.versions(ns, "gone")).toEqual([]);
+      expect(await store.version(ns, "gone", 1)).toBeUndefined();
+      expect(await store.rollback(ns, "gone", 1, 3)).toBeUndefined(); // nothing left to revive
+      expect(await store.deleteNamespace(ns)).toBe(0);
+      expect((await store.get(sibling, "a"))?.data).toBe("keep");
+      // a namespace recreated afterwards starts from version 1
+      expect(await store.set(ns, "a", "new", sha("new"), 4)).toEqual({ changed: true, version: 1 });
+    });
+
+    it("deleteNamespace onlyIfEmpty: refused (undefined, nothing removed) while a config exists; else the leftover history goes", async () => {
+      const ns = freshNamespace();
+      await store.set(ns, "live", "1", sha("1"), 1);
+      await store.set(ns, "gone", "1", sha("1"), 1);
+      await store.remove(ns, "gone", 2);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBeUndefined();
+      expect((await store.get(ns, "live"))?.data).toBe("1");
+      expect(await store.versions(ns, "gone")).toHaveLength(1);
+      await store.remove(ns, "live", 3);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBe(0);
+      expect(await store.versions(ns, "gone")).toEqual([]);
+      expect(await store.versions(ns, "live")).toEqual([]);
+    });
+
+    it("deleteNamespace announces a remove per config, and another store's cache and reads follow", async () => {
+      const ns = freshNamespace();
+      const other = await open();
+      const seen: ConfigChange[] = [];
+      const unsubscribe = other.subscribe((c) => c.namespace === ns && c.op === "remove" && seen.push(c));
+      try {
+        await store.set(ns, "x", "1", sha("1"), 1);
+        await store.set(ns, "x", "2", sha("2"), 2);
+        await store.set(ns, "y", "1", sha("1"), 1);
+        expect((await other.get(ns, "x"))?.version).toBe(2); // warm any cache
+        expect(await store.deleteNamespace(ns)).toBe(2);
+        await expect.poll(() => seen.length, { timeout: 3000 }).toBe(2);
+        expect(seen.sort((a, b) => a.configId.localeCompare(b.configId))).toEqual([
+          { namespace: ns, configId: "x", op: "remove", version: 2 },
+          { namespace: ns, configId: "y", op: "remove", version: 1 },
+        ]);
+        expect(await other.get(ns, "x")).toBeUndefined();
+        expect(await store.get(ns, "x")).toBeUndefined();
+      } finally {
+        unsubscribe();
+        if (other !== store) await other.close();
+      }
+    });
   });
 }

@@ -1,6 +1,7 @@
-import type { SharedRedis } from "@gov/service-kit";
+import { sharedRedisOf, type ModuleContext, type SharedRedis } from "@gov/service-kit";
 import { connectRedis, parseRedisUrl } from "@gov/redis";
-import { SettingsError } from "@gov/settings";
+import { loadSettings, SettingsError } from "@gov/settings";
+import { registryModuleSettings } from "./settings.js";
 import { createMemoryRegistryStore } from "./store/memory-registry-store.js";
 import { createRedisRegistryStore } from "./store/redis-registry-store.js";
 import type { RegistryStore } from "./store/registry-store.js";
@@ -22,4 +23,14 @@ export async function openRegistryStore(settings: StoreSettings, shared?: Shared
   }
   if (shared) return createRedisRegistryStore(shared.client, { kind, hub: shared.hub });
   return createRedisRegistryStore(await connectRedis(settings.redisUrl), { kind });
+}
+
+/**
+ * The process's one registry store: every module of a process (registry, namespace and stats services, the worker)
+ * gets the same instance, so they see the same data also on the embedded store. The process closes it. `injected`
+ * (tests) becomes that store when the registry module is the first to ask.
+ */
+export function sharedRegistryStore(ctx: ModuleContext, injected?: RegistryStore): Promise<RegistryStore> {
+  const { redisUrl, requireHashTag } = registryModuleSettings;
+  return ctx.shared("gov.registry-store", async () => injected ?? openRegistryStore(loadSettings({ redisUrl, requireHashTag }, ctx.sources), sharedRedisOf(ctx)));
 }

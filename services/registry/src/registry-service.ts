@@ -16,6 +16,7 @@ import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
+import type { TopologyRecorder } from "./topology.js";
 import {
   checkHost,
   checkInstanceId,
@@ -33,12 +34,16 @@ import { watchServices } from "./watch-services.js";
 
 export interface RegistryServiceDeps {
   store: RegistryStore;
+  /** Every namespace that receives a service is indexed (`@gov/namespaces`; before the write, cached per process). */
+  namespaces?: { add(namespace: string): Promise<void> };
   namespaceRule: NamespaceRule;
   /** gov.registry.instance-ttl, in ms: how long an ephemeral instance lives without renewal by default. */
   instanceTtlMs: number;
   now?: () => number;
   /** [0, 1); Math.random by default (tests may fix it). */
   random?: () => number;
+  /** Records who discovers whom (X-Gov-Consumer) for the topology; none = nothing recorded. */
+  topology?: TopologyRecorder;
 }
 
 // Store records are immutable, so the message made from one can be reused by every reader of it.
@@ -93,6 +98,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     const ttlMs = isEphemeral ? (req.ttl ? checkTtl(req.ttl.seconds, req.ttl.nanos) : deps.instanceTtlMs) : 0;
     const at = now();
     const instanceId = instanceIdOf(req.serviceId, req.schema, req.host, req.port);
+    await deps.namespaces?.add(req.namespace);
     await store.register(
       req.namespace,
       {
@@ -121,6 +127,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async putService(req) {
       checkNamespace(req.namespace, deps.namespaceRule);
       checkWritableServiceId(req.serviceId);
+      await deps.namespaces?.add(req.namespace);
       return { created: await store.putService(req.namespace, req.serviceId) };
     },
 
@@ -137,8 +144,9 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       return { removed: true };
     },
 
-    async listInstances(req) {
+    async listInstances(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
       return { instances: (await store.listInstances(req.namespace, req.serviceId, now())).map(toInstance) };
     },
 
@@ -171,11 +179,13 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
 
     async getServiceStats(req) {
       checkTarget(req.namespace);
-      return { stats: (await store.stats(req.namespace, now())).map((s) => create(ServiceStatSchema, s)) };
+      // The counts of the last sweep (the stats worker's, every 10 s): one read, however many services and instances.
+      return { stats: (await store.sweptStats(req.namespace)).map((s) => create(ServiceStatSchema, s)) };
     },
 
-    async chooseInstance(req) {
+    async chooseInstance(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
       const chosen = chooseWeighted(await store.listInstances(req.namespace, req.serviceId, now()), deps.random);
       if (!chosen) {
         throw new ConnectError(
@@ -189,6 +199,8 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async *watchInstances(req, ctx: HandlerContext) {
       checkTarget(req.namespace, req.serviceId);
       for await (const e of watchInstances(store, req.namespace, req.serviceId, ctx.signal, now)) {
+        // a watching client (the SDK's discovery cache) keeps using the service: its edge stays seen while it watches
+        deps.topology?.discovered(ctx, req.namespace, req.serviceId);
         yield create(WatchInstancesResponseSchema, {
           op: e.op,
           serviceId: req.serviceId,

@@ -1,4 +1,5 @@
 import { parseDuration, type SettingDef } from "@gov/settings";
+import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
 /** Ports of the registry service's own process. */
@@ -17,6 +18,7 @@ function parseTtl(raw: string): number {
 /** What the registry module reads (contract §5, §8). Each is documented in the root README's settings table. */
 export const registryModuleSettings = {
   ...sharedSettings,
+  ...namespaceSettings,
   instanceTtl: {
     name: "gov.registry.instance-ttl",
     parse: parseTtl,

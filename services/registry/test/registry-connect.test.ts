@@ -1,13 +1,15 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RegistryStore } from "../src/store/registry-store.js";
 import { createRegistryGateway, ns, readSse, registryClients, seg, storeTargets, type RegistryGateway } from "./harness.js";
 
 for (const target of storeTargets()) {
   describe.skipIf(target.skip)(`registry over Connect, gRPC-Web and gRPC on the ${target.name} store`, () => {
     let gw: RegistryGateway;
+    let store: RegistryStore;
     let urls: { url: string; grpcUrl: string };
     beforeAll(async () => {
-      gw = await createRegistryGateway(await target.open());
+      gw = await createRegistryGateway((store = await target.open()));
       urls = await gw.listen();
     });
     afterAll(async () => gw?.close());
@@ -27,6 +29,7 @@ for (const target of storeTargets()) {
         expect(Number(renewed.ttlAt!.seconds) * 1000 - Date.now()).toBeGreaterThan(25_000);
         expect(await client.setInstanceMetadata({ namespace: n, serviceId: "order", instanceId: reg.instanceId, metadata: { zone: "b" } })).toMatchObject({ changed: true });
         expect((await client.chooseInstance({ namespace: n, serviceId: "order" })).instance?.metadata).toEqual({ zone: "b" });
+        await store.sweep(n, Date.now()); // service stats are the counts of the last sweep
         expect((await client.getServiceStats({ namespace: n })).stats.map((s) => [s.serviceId, s.instanceCount])).toEqual([["order", 1], ["pay", 0]]);
         const refused = await client.deleteService({ namespace: n, serviceId: "order" }).catch((e: unknown) => ConnectError.from(e));
         expect((refused as ConnectError).code).toBe(Code.FailedPrecondition);

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { RegistryStore } from "../src/store/registry-store.js";
 import { createRegistryGateway, ns, seg, storeTargets, type RegistryGateway } from "./harness.js";
 
 for (const target of storeTargets()) {
   describe.skipIf(target.skip)(`registry REST API on the ${target.name} store`, () => {
     let gw: RegistryGateway;
+    let store: RegistryStore;
     beforeAll(async () => {
-      gw = await createRegistryGateway(await target.open());
+      gw = await createRegistryGateway((store = await target.open()));
     });
     afterAll(async () => gw?.close());
 
@@ -43,6 +45,9 @@ for (const target of storeTargets()) {
       expect(Date.parse(a.ttlAt) - Date.now()).toBeGreaterThan(55_000);
       expect(b).toEqual({ instanceId: "order@https#10.0.0.2#8443", serviceId: "order", schema: "https", host: "10.0.0.2", port: 8443, weight: 3, isEphemeral: false, metadata: {}, isExpired: false });
       expect((await req("GET", svc(n))).json()).toEqual(["order"]);
+      // service stats are the counts of the last sweep (the stats worker's): none yet, then this one
+      expect((await req("GET", svc(n, "", "/stats"))).json()).toEqual([{ serviceId: "order", instanceCount: 0 }]);
+      await store.sweep(n, Date.now());
       expect((await req("GET", svc(n, "", "/stats"))).json()).toEqual([{ serviceId: "order", instanceCount: 2 }]);
 
       expect(inst(n, "order", a.instanceId)).toContain("order%40http%2310.0.0.1%238080");
@@ -145,7 +150,10 @@ for (const target of storeTargets()) {
       const n = ns();
       await req("PUT", svc(n, "t", "/instances"), { schema: "http", host: "h", port: 1, ttl: "1s" });
       expect((await req("GET", svc(n, "t", "/instances"))).json()).toHaveLength(1);
+      await store.sweep(n, Date.now());
+      expect((await req("GET", svc(n, "", "/stats"))).json()).toEqual([{ serviceId: "t", instanceCount: 1 }]);
       await expect.poll(async () => (await req("GET", svc(n, "t", "/instances"))).json(), { timeout: 3000, interval: 50 }).toEqual([]);
+      await store.sweep(n, Date.now());
       expect((await req("GET", svc(n, "", "/stats"))).json()).toEqual([{ serviceId: "t", instanceCount: 0 }]);
       expect((await req("GET", svc(n, "t", "/lb"))).statusCode).toBe(404);
       expect((await req("PUT", inst(n, "t", "t@http#h#1", "/renew"))).statusCode).toBe(404);

@@ -202,6 +202,27 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect((await store.stats(ns, T0 + 1000)).map((s) => s.instanceCount)).toEqual([1, 1, 0]);
     });
 
+    it("swept stats: the live counts of the last sweep, every service listed; a deleted service leaves no count", async () => {
+      const ns = freshNamespace();
+      await store.putService(ns, "empty");
+      await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
+      await store.register(ns, instance("b", "h", 2, { ttlMs: 0 }), T0);
+      await store.register(ns, instance("a", "h", 1, { ttlMs: 5000 }), T0);
+      expect((await store.sweptStats(ns)).map((s) => s.instanceCount)).toEqual([0, 0, 0]); // never swept
+      await store.sweep(ns, T0);
+      expect(await store.sweptStats(ns)).toEqual([
+        { serviceId: "a", instanceCount: 1 },
+        { serviceId: "b", instanceCount: 2 },
+        { serviceId: "empty", instanceCount: 0 },
+      ]);
+      await store.sweep(ns, T0 + 1000); // b@h#1 expired
+      expect((await store.sweptStats(ns)).map((s) => s.instanceCount)).toEqual([1, 1, 0]);
+      expect(await store.deleteService(ns, "empty", T0 + 1000)).toBe("removed");
+      await store.putService(ns, "empty");
+      expect(await store.sweptStats(ns)).toContainEqual({ serviceId: "empty", instanceCount: 0 });
+      expect(await store.sweptStats(freshNamespace())).toEqual([]);
+    });
+
     it("sweep drops every expired instance of the namespace, announcing each", async () => {
       const ns = freshNamespace();
       const other = await open();
@@ -337,6 +358,65 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
         await expect.poll(() => w.ops(), { timeout: 5000, interval: 5 }).toEqual(["current:1", `expired:${r.instanceId}`]);
       } finally {
         await w.close();
+      }
+    });
+
+    it("countServices: the namespace's services, without scanning", async () => {
+      const ns = freshNamespace();
+      expect(await store.countServices(ns)).toBe(0);
+      await store.putService(ns, "a");
+      await store.register(ns, instance("b", "h", 1), T0);
+      expect(await store.countServices(ns)).toBe(2);
+    });
+
+    it("deleteNamespace removes every service, instance and count; a namespace sharing the hash tag keeps its own", async () => {
+      const ns = freshNamespace();
+      const sibling = `cosky-${ns.slice(ns.indexOf("{"))}`;
+      await store.register(sibling, instance("keep", "h", 1), T0);
+      await store.putService(ns, "empty");
+      await store.register(ns, instance("a", "h", 1), T0);
+      await store.register(ns, instance("a", "h", 2, { ttlMs: 0 }), T0);
+      await store.register(ns, instance("b", "h", 1, { ttlMs: 1000 }), T0);
+      await store.sweep(ns, T0);
+      expect(await store.deleteNamespace(ns)).toEqual({ services: 3, instances: 3 });
+      expect(await store.listServices(ns)).toEqual([]);
+      expect(await store.countServices(ns)).toBe(0);
+      expect(await store.listInstances(ns, "a", T0)).toEqual([]);
+      expect(await store.sweptStats(ns)).toEqual([]);
+      expect(await store.deleteNamespace(ns)).toEqual({ services: 0, instances: 0 });
+      expect(await store.listServices(sibling)).toEqual(["keep"]);
+      // re-created afterwards: nothing of the old data comes back
+      await store.putService(ns, "a");
+      expect(await store.listInstances(ns, "a", T0)).toEqual([]);
+      expect(await store.sweptStats(ns)).toEqual([{ serviceId: "a", instanceCount: 0 }]);
+    });
+
+    it("deleteNamespace onlyIfEmpty: refused (undefined, nothing removed) while a service exists", async () => {
+      const ns = freshNamespace();
+      await store.register(ns, instance("a", "h", 1, { ttlMs: 0 }), T0);
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toBeUndefined();
+      expect((await store.listInstances(ns, "a", T0)).map((r) => r.instanceId)).toEqual(["a@http#h#1"]);
+      expect(await store.deregister(ns, "a", "a@http#h#1", T0)).toBe(true);
+      expect(await store.deleteService(ns, "a", T0)).toBe("removed");
+      expect(await store.deleteNamespace(ns, { onlyIfEmpty: true })).toEqual({ services: 0, instances: 0 });
+    });
+
+    it("deleteNamespace is announced: a watch of another store sees its instances go", async () => {
+      const ns = freshNamespace();
+      const other = await open();
+      const seen: string[] = [];
+      const unsubscribe = other.subscribe((c) => c.namespace === ns && (c.op === "deregister" || c.op === "service_remove") && seen.push(`${c.op} ${c.serviceId} ${c.instanceId ?? ""}`.trim()));
+      await store.register(ns, instance("svc", "h", 1, { ttlMs: 0 }), Date.now());
+      const w = collect(other, ns, "svc");
+      try {
+        await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
+        await store.deleteNamespace(ns);
+        await expect.poll(() => w.ops(), { timeout: 2000, interval: 10 }).toEqual(["current:1", "deregister:svc@http#h#1"]);
+        await expect.poll(() => seen, { timeout: 2000, interval: 10 }).toEqual(["deregister svc svc@http#h#1", "service_remove svc"]);
+      } finally {
+        unsubscribe();
+        await w.close();
+        if (other !== store) await other.close();
       }
     });
   });

@@ -61,6 +61,16 @@ export interface ConfigStore {
   /** Superseded versions, newest first. */
   versions(namespace: string, configId: string): Promise<ConfigVersionInfo[]>;
   version(namespace: string, configId: string, version: number): Promise<ConfigHistoryRecord | undefined>;
+  /** How many configs the namespace holds (with a current version): one counter read, no scan. */
+  count(namespace: string): Promise<number>;
+  /**
+   * Removes every config of the namespace with its whole history (also the history of configs removed earlier),
+   * atomically, and publishes a "remove" for each config that had a current version so caches and watches follow.
+   * Answers how many configs were removed (0 for an empty namespace). With `onlyIfEmpty`, a namespace that holds a
+   * config (decided atomically with the delete) is left alone and the answer is undefined: only what deleted configs
+   * left behind (their history) is removed.
+   */
+  deleteNamespace(namespace: string, options?: { onlyIfEmpty?: boolean }): Promise<number | undefined>;
   /**
    * Calls `listener` for every change in any namespace; returns the unsubscribe function. `onResync` is called when
    * the store had lost its event feed and has it back: changes may have been missed, so re-read what you follow.

@@ -95,6 +95,24 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
       const h = entryOf(ns, id, false)?.history.find((x) => x.version === v);
       return h && { ...h };
     },
+    async count(ns) {
+      let n = 0;
+      for (const entry of namespaces.get(ns)?.values() ?? []) if (entry.current) n++;
+      return n;
+    },
+    async deleteNamespace(ns, options) {
+      const configs = namespaces.get(ns);
+      if (!configs) return 0;
+      if (options?.onlyIfEmpty && [...configs.values()].some((e) => e.current)) return undefined;
+      namespaces.delete(ns);
+      let n = 0;
+      for (const [id, entry] of configs) {
+        if (!entry.current) continue;
+        n++;
+        emit({ namespace: ns, configId: id, op: "remove", version: entry.current.version });
+      }
+      return n;
+    },
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -1,4 +1,4 @@
-import { defineScript, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
 import type { ConfigChange, ConfigOp } from "./config-store.js";
 
 /**
@@ -19,8 +19,14 @@ export function configKeys(namespace: string, configId: string): Keys {
     // Written by releases before the list: zset, member "<version>:<op>:<opTime>", score = version. The scripts move
     // it into the list and delete it (see migrateLegacyIndex); reads see both until then.
     `${namespace}:cfg_htr_idx:${configId}`,
+    // Set of config ids removed at some point: their history outlives them (a rollback revives them), and a namespace
+    // delete must find it. Together with cfg_idx it names every config id that has keys.
+    `${namespace}:cfg_removed`,
   ];
 }
+
+/** The four keys of one config that a namespace delete removes (all but the namespace-wide sets). */
+export const configDataKeys = (namespace: string, configId: string) => configKeys(namespace, configId).slice(1, 5);
 
 /**
  * Archived versions, newest first, from the history log's entries (oldest first, as `LRANGE` returns them) followed
@@ -135,6 +141,7 @@ if not cur[4] then return 0 end
 archive(cur, 'remove', ARGV[2], tonumber(ARGV[3]))
 redis.call('DEL', cfgKey)
 redis.call('SREM', idxKey, ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[1])
 publish(ARGV[4], ARGV[1], 'remove', cur[4])
 return 1
 `;
@@ -154,8 +161,34 @@ end
 return write(cur, ARGV[1], data, hash, 'rollback', ARGV[3], tonumber(ARGV[4]), ARGV[5])
 `;
 
-type Keys = [idx: string, cfg: string, htr: string, htrLog: string, htrIdxLegacy: string];
-const KEY_COUNT = 5;
+type Keys = [idx: string, cfg: string, htr: string, htrLog: string, htrIdxLegacy: string, removed: string];
+const KEY_COUNT = 6;
+
+/**
+ * Deletes a whole namespace's configs. KEYS: idx, removed, then cfg, htr, htrLog, htrIdxLegacy of every config id —
+ * first those of cfg_idx (in ARGV order), then those only in cfg_removed. ARGV: channel, #idx ids, #removed ids, the
+ * idx ids, the removed ids. The caller read both sets before; if either changed since (a concurrent write), nothing is
+ * done and -1 answers "read again". Else every config with a current version is announced as removed, every key
+ * deleted, and the number of removed configs returned.
+ */
+const DELETE_NAMESPACE_LUA = `
+local channel, nIdx, nRemoved = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('SCARD', KEYS[1]) ~= nIdx or redis.call('SCARD', KEYS[2]) ~= nRemoved then return -1 end
+for i = 1, nIdx do if redis.call('SISMEMBER', KEYS[1], ARGV[3 + i]) == 0 then return -1 end end
+for i = 1, nRemoved do if redis.call('SISMEMBER', KEYS[2], ARGV[3 + nIdx + i]) == 0 then return -1 end end
+local removed = 0
+for i = 1, nIdx do
+  local version = redis.call('HGET', KEYS[3 + (i - 1) * 4], 'version')
+  if version then
+    removed = removed + 1
+    redis.call('PUBLISH', channel, cjson.encode({ configId = ARGV[3 + i], op = 'remove', version = tonumber(version) }))
+  end
+end
+-- in chunks: unpack() is bounded by Lua's C stack
+for i = 1, #KEYS, 1000 do redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS))) end
+return removed
+`;
+const DELETE_NAMESPACE = defineScript("gov-config-delete-namespace", -1, DELETE_NAMESPACE_LUA);
 
 const SET = defineScript("gov-config-set", KEY_COUNT, SET_LUA);
 const REMOVE = defineScript("gov-config-remove", KEY_COUNT, REMOVE_LUA);
@@ -163,6 +196,8 @@ const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function configScripts(client: RedisClient) {
+  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
+  prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
     set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
       runScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,
@@ -170,5 +205,7 @@ export function configScripts(client: RedisClient) {
       runScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
     rollback: (...a: [...Keys, configId: string, target: number, now: number, maxVersions: number, channel: string]) =>
       runScript(client, ROLLBACK, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number] | null>,
+    deleteNamespace: (keys: string[], channel: string, idxIds: string[], removedIds: string[]) =>
+      runScript(client, DELETE_NAMESPACE, keys, [channel, idxIds.length, removedIds.length, ...idxIds, ...removedIds]) as Promise<number>,
   };
 }

@@ -1,8 +1,9 @@
 import { Cluster } from "ioredis";
-import { followChanges, quitQuietly, redisCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { describeWriteFailure as describeRedisWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
 import { type ConfigChange, type ConfigOp, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
-import { EVENT_PATTERN, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
+import { EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
 import { describeWriteFailure } from "./redis-write-outcome.js";
 
 export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadCacheOptions {
@@ -110,6 +111,38 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       const r = JSON.parse(json) as Record<string, string>;
       return { ...toRecord(r), op: r.op as ConfigOp, opTime: Number(r.opTime) };
     },
+    async count(ns) {
+      return call(() => client.scard(configKeys(ns, "")[0]));
+    },
+    async deleteNamespace(ns, options) {
+      const [idx, , , , , removedKey] = configKeys(ns, "");
+      // The script needs every key in KEYS (Cluster routing), so the ids are read first; it refuses when either set
+      // changed meanwhile, and the read is repeated. A namespace being written to without pause is reported, not looped on.
+      for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+        const replies = await call(() => client.multi().smembers(idx).smembers(removedKey).exec());
+        const [[e1, ids], [e2, removed]] = replies as [Error | null, string[]][];
+        if (e1 || e2) throw e1 ?? e2;
+        // The script refuses when cfg_idx changed since this read: "empty" holds atomically with the delete.
+        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
+        const current = new Set(ids);
+        const onlyRemoved = removed.filter((id) => !current.has(id));
+        const keys = [idx, removedKey, ...ids.flatMap((id) => configDataKeys(ns, id)), ...onlyRemoved.flatMap((id) => configDataKeys(ns, id))];
+        const maySend = writeMaySend(client);
+        let result: number;
+        try {
+          result = await call(() => scripts.deleteNamespace(keys, eventChannel(ns), ids, removed));
+        } catch (err) {
+          throw describeRedisWriteFailure(err, maySend, {
+            what: `the deletion of the configs of namespace "${ns}"`,
+            howToCheck: `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`,
+          });
+        } finally {
+          for (const id of ids) cache.invalidate(ns, id);
+        }
+        if (result >= 0) return result;
+      }
+      throw new ConnectError(`namespace "${ns}" kept changing while its configs were being deleted: stop writing to it, then retry`, Code.Aborted);
+    },
     subscribe: (listener, onResync) => feed.subscribe(listener, onResync),
     async close() {
       if (closed) return;
@@ -120,6 +153,9 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     },
   };
 }
+
+/** How often a namespace delete re-reads the config ids when writes keep changing them. */
+const DELETE_ATTEMPTS = 10;
 
 /** What every change event's channel ends with (after the namespace). */
 const EVENT_SUFFIX = eventChannel("");

@@ -9,6 +9,8 @@ const byId = (a: InstanceRecord, b: InstanceRecord) => (a.instanceId < b.instanc
 /** The embedded store: same behaviour as Redis, held in this process only (for trying the product and tests). */
 export function createMemoryRegistryStore(): RegistryStore {
   const namespaces = new Map<string, Map<string, Service>>();
+  /** Namespace → service id → live instances at the last sweep. */
+  const swept = new Map<string, Map<string, number>>();
   const listeners = new Set<(change: RegistryChange) => void>();
 
   const emit = (change: RegistryChange) => {
@@ -56,6 +58,7 @@ export function createMemoryRegistryStore(): RegistryStore {
       dropExpired(ns, serviceId, service, now);
       if (service.size > 0) return "has_instances";
       namespaces.get(ns)!.delete(serviceId);
+      swept.get(ns)?.delete(serviceId);
       emit({ namespace: ns, serviceId, op: "service_remove" });
       return "removed";
     },
@@ -105,8 +108,33 @@ export function createMemoryRegistryStore(): RegistryStore {
     },
     async sweep(ns, now) {
       let n = 0;
-      for (const [serviceId, service] of namespaces.get(ns) ?? []) n += dropExpired(ns, serviceId, service, now);
+      const counts = new Map<string, number>();
+      for (const [serviceId, service] of namespaces.get(ns) ?? []) {
+        n += dropExpired(ns, serviceId, service, now);
+        counts.set(serviceId, service.size);
+      }
+      swept.set(ns, counts);
       return n;
+    },
+    async sweptStats(ns) {
+      const counts = swept.get(ns);
+      return [...(namespaces.get(ns)?.keys() ?? [])].sort().map((serviceId) => ({ serviceId, instanceCount: counts?.get(serviceId) ?? 0 }));
+    },
+    async countServices(ns) {
+      return namespaces.get(ns)?.size ?? 0;
+    },
+    async deleteNamespace(ns, options) {
+      const services = namespaces.get(ns);
+      if (options?.onlyIfEmpty && services?.size) return undefined;
+      namespaces.delete(ns);
+      swept.delete(ns);
+      let instances = 0;
+      for (const [serviceId, service] of services ?? []) {
+        for (const instanceId of service.keys()) emit({ namespace: ns, serviceId, op: "deregister", instanceId });
+        instances += service.size;
+        emit({ namespace: ns, serviceId, op: "service_remove" });
+      }
+      return { services: services?.size ?? 0, instances };
     },
     subscribe(listener) {
       listeners.add(listener);

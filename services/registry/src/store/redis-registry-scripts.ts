@@ -1,4 +1,4 @@
-import { defineScript, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
 import type { RegistryChange, RegistryOp } from "./registry-store.js";
 
 /**
@@ -16,13 +16,18 @@ import type { RegistryChange, RegistryOp } from "./registry-store.js";
  * sweep, which also publish their "expired" events.
  */
 
-/** The four keys of one service, in the order the scripts expect them in KEYS. */
+/**
+ * The five keys of one service, in the order the scripts expect them in KEYS. `svc_stat` (service id → live instances
+ * as counted by the last sweep) is the namespace's, shared by its services: the sweep writes it, deleting a service
+ * removes its field, and service stats read it whole (no scan).
+ */
 export function serviceKeys(namespace: string, serviceId: string): Keys {
   return [
     `${namespace}:svc_idx`, // set of service ids
     `${namespace}:svc_itc:${serviceId}`, // hash: instance id → record JSON
     `${namespace}:svc_meta:${serviceId}`, // hash: instance id → metadata JSON
     `${namespace}:svc_ttl:${serviceId}`, // zset: ephemeral instance id → ttlAt (epoch ms)
+    `${namespace}:svc_stat`, // hash: service id → live instances at the last sweep
   ];
 }
 
@@ -48,9 +53,9 @@ export function parseRegistryEvent(channel: string, message: string): RegistryCh
   }
 }
 
-/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl; every script's ARGV[1] is the service id. */
+/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl, stat; every script's ARGV[1] is the service id. */
 const PRELUDE = `
-local idxKey, itcKey, metaKey, ttlKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idxKey, itcKey, metaKey, ttlKey, statKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local serviceId = ARGV[1]
 
 local function publish(channel, op, instanceId)
@@ -133,6 +138,7 @@ dropExpired(ARGV[2], channel)
 if redis.call('HLEN', itcKey) > 0 then return 2 end
 redis.call('SREM', idxKey, serviceId)
 redis.call('DEL', itcKey, metaKey, ttlKey)
+redis.call('HDEL', statKey, serviceId)
 publish(channel, 'service_remove')
 return 1
 `;
@@ -144,13 +150,18 @@ publish(ARGV[2], 'service_add')
 return 1
 `;
 
-/** ARGV: serviceId, now, channel → how many expired instances were dropped */
+/**
+ * ARGV: serviceId, now, channel → how many expired instances were dropped. What remains is live, so its count is
+ * recorded for the service stats (a service deleted meanwhile is not counted back in).
+ */
 const SWEEP_LUA = `${PRELUDE}
-return dropExpired(ARGV[2], ARGV[3])
+local dropped = dropExpired(ARGV[2], ARGV[3])
+if redis.call('SISMEMBER', idxKey, serviceId) == 1 then redis.call('HSET', statKey, serviceId, redis.call('HLEN', itcKey)) end
+return dropped
 `;
 
-type Keys = [idx: string, itc: string, meta: string, ttl: string];
-const KEY_COUNT = 4;
+type Keys = [idx: string, itc: string, meta: string, ttl: string, stat: string];
+const KEY_COUNT = 5;
 
 const REGISTER = defineScript("gov-registry-register", KEY_COUNT, REGISTER_LUA);
 const DEREGISTER = defineScript("gov-registry-deregister", KEY_COUNT, DEREGISTER_LUA);
@@ -160,8 +171,41 @@ const DELETE_SERVICE = defineScript("gov-registry-delete-service", KEY_COUNT, DE
 const PUT_SERVICE = defineScript("gov-registry-put-service", KEY_COUNT, PUT_SERVICE_LUA);
 const SWEEP = defineScript("gov-registry-sweep", KEY_COUNT, SWEEP_LUA);
 
+/**
+ * Deletes a whole namespace's services. KEYS: idx, stat, then itc, meta, ttl of every service (ARGV order). ARGV:
+ * channel, then the service ids the caller read from idx. If idx changed since (a concurrent write), nothing is done
+ * and {-1, 0} answers "read again". Else each instance is announced as deregistered and each service as removed, every
+ * key is deleted, and {services, instances} returned.
+ */
+const DELETE_NAMESPACE_LUA = `
+local channel, n = ARGV[1], #ARGV - 1
+if redis.call('SCARD', KEYS[1]) ~= n then return { -1, 0 } end
+for i = 1, n do if redis.call('SISMEMBER', KEYS[1], ARGV[1 + i]) == 0 then return { -1, 0 } end end
+local instances = 0
+for i = 1, n do
+  local serviceId = ARGV[1 + i]
+  for _, id in ipairs(redis.call('HKEYS', KEYS[3 + (i - 1) * 3])) do
+    redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'deregister', instanceId = id }))
+    instances = instances + 1
+  end
+  redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'service_remove' }))
+end
+-- in chunks: unpack() is bounded by Lua's C stack
+for i = 1, #KEYS, 1000 do redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS))) end
+return { n, instances }
+`;
+const DELETE_NAMESPACE = defineScript("gov-registry-delete-namespace", -1, DELETE_NAMESPACE_LUA);
+
+/** The keys a namespace delete passes: the namespace's index and stat hash, then the three keys of each service. */
+export function namespaceKeys(namespace: string, serviceIds: string[]): string[] {
+  const [idx, , , , stat] = serviceKeys(namespace, "");
+  return [idx, stat, ...serviceIds.flatMap((id) => serviceKeys(namespace, id).slice(1, 4))];
+}
+
 /** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
 export function registryScripts(client: RedisClient) {
+  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
+  prepareScripts(client, REGISTER, DEREGISTER, RENEW, SET_METADATA, DELETE_SERVICE, PUT_SERVICE, SWEEP, DELETE_NAMESPACE);
   const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
   return {
     register: (keys: Keys, serviceId: string, instanceId: string, record: string, metadata: string, ttlAt: number | undefined, now: number, channel: string) =>
@@ -176,5 +220,7 @@ export function registryScripts(client: RedisClient) {
       run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
     putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
     sweep: (keys: Keys, serviceId: string, now: number, channel: string) => run(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
+    deleteNamespace: (keys: string[], channel: string, serviceIds: string[]) =>
+      runScript(client, DELETE_NAMESPACE, keys, [channel, ...serviceIds]) as Promise<[number, number]>,
   };
 }

@@ -1,7 +1,8 @@
 import { Cluster } from "ioredis";
 import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
-import { EVENT_PATTERN, eventChannel, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
 
 export interface RedisRegistryStoreOptions {
   /** "redis" or "redis-cluster"; detected from the client when omitted. */
@@ -67,6 +68,9 @@ function failedWrite(t: WriteTarget): { what: string; howToCheck: string } {
   };
   return { what: `the ${WRITE_NOUNS[t.op]} of instance "${id}" in namespace "${t.namespace}"`, howToCheck: check[t.op] };
 }
+
+/** How often a namespace delete re-reads the service ids when writes keep changing them. */
+const DELETE_ATTEMPTS = 10;
 
 const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
 
@@ -171,11 +175,40 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       return ids.map((serviceId, i) => ({ serviceId, instanceCount: counts[2 * i] - counts[2 * i + 1] }));
     },
     async sweep(ns, now) {
-      let dropped = 0;
-      for (const serviceId of await listServices(ns)) {
-        dropped += await call(() => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));
+      // One script per service, all sent at once (pipelined: two round trips per namespace whatever its size); each
+      // stays short, so a large namespace never blocks Redis for long.
+      const ids = await listServices(ns);
+      const dropped = await call(() => Promise.all(ids.map((serviceId) => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)))));
+      return dropped.reduce((a, b) => a + b, 0);
+    },
+    async sweptStats(ns) {
+      const [idx, , , , stat] = serviceKeys(ns, "");
+      const [ids, counts] = (await multi((m) => m.smembers(idx).hgetall(stat))) as [string[], Record<string, string>];
+      return ids.sort().map((serviceId) => ({ serviceId, instanceCount: Number(counts[serviceId] ?? 0) }));
+    },
+    async countServices(ns) {
+      return call(() => client.scard(serviceKeys(ns, "")[0]));
+    },
+    async deleteNamespace(ns, options) {
+      // Every key must be in KEYS (Cluster routing), so the service ids are read first; the script refuses when the
+      // index changed meanwhile, and the read is repeated. A namespace written to without pause is reported.
+      for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+        const ids = await listServices(ns);
+        // The script refuses when svc_idx changed since this read: "empty" holds atomically with the delete.
+        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
+        const maySend = writeMaySend(client);
+        let result: [number, number];
+        try {
+          result = await call(() => scripts.deleteNamespace(namespaceKeys(ns, ids), eventChannel(ns), ids));
+        } catch (err) {
+          throw describeWriteFailure(err, maySend, {
+            what: `the deletion of the services of namespace "${ns}"`,
+            howToCheck: `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`,
+          });
+        }
+        if (result[0] >= 0) return { services: result[0], instances: result[1] };
       }
-      return dropped;
+      throw new ConnectError(`namespace "${ns}" kept changing while its services were being deleted: stop registering in it, then retry`, Code.Aborted);
     },
     subscribe: (listener, onResync) => feed.subscribe(listener, onResync),
     async close() {

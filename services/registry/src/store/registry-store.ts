@@ -69,13 +69,30 @@ export interface RegistryStore {
   setMetadata(namespace: string, serviceId: string, instanceId: string, metadata: Record<string, string>, now: number): Promise<boolean>;
   /** Live instances per service at `now`, sorted by service id (every service, also those with none). */
   stats(namespace: string, now: number): Promise<{ serviceId: string; instanceCount: number }[]>;
-  /** Drops every instance of the namespace that expired by `now`, publishing "expired" for each; returns how many. */
+  /**
+   * Drops every instance of the namespace that expired by `now`, publishing "expired" for each; returns how many.
+   * Records each service's live instance count for `sweptStats` (the stats worker sweeps every namespace each period).
+   */
   sweep(namespace: string, now: number): Promise<number>;
+  /**
+   * Live instances per service as counted by the last sweep, sorted by service id (every service; one not swept yet
+   * counts 0). One read whatever the namespace's size: what service stats answer.
+   */
+  sweptStats(namespace: string): Promise<{ serviceId: string; instanceCount: number }[]>;
   /**
    * Calls `listener` for every change in any namespace; returns the unsubscribe function. `onResync` is called when
    * the store had lost its event feed and has it back: changes may have been missed, so re-read what you follow.
    */
   subscribe(listener: (change: RegistryChange) => void, onResync?: () => void): () => void;
+  /** How many services the namespace holds: one counter read, no scan. */
+  countServices(namespace: string): Promise<number>;
+  /**
+   * Removes every service of the namespace with all its instances (live or not) and their counts, atomically, and
+   * publishes a "deregister" for each instance and a "service_remove" for each service, so watches and caches follow.
+   * With `onlyIfEmpty`, a namespace that holds a service (decided atomically with the delete) is left alone and the
+   * answer is undefined.
+   */
+  deleteNamespace(namespace: string, options?: { onlyIfEmpty?: boolean }): Promise<{ services: number; instances: number } | undefined>;
   close(): Promise<void>;
 }
 

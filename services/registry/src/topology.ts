@@ -1,0 +1,166 @@
+import type { HandlerContext } from "@connectrpc/connect";
+import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
+import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { serviceKeys } from "./store/redis-registry-scripts.js";
+import { checkServiceId } from "./validation.js";
+
+/**
+ * The service dependency topology (contract §6): an edge `consumer → producer` with the time it was last seen, kept in
+ * the consumer's namespace. A producer in the consumer's own namespace is written as its service id, one in another
+ * namespace as `{ns}.{serviceId}`. Edges not seen for `gov.topology.edge-ttl` are not listed and the stats worker
+ * prunes them.
+ */
+export interface TopologyEdge {
+  consumer: string;
+  producer: string;
+  /** Epoch ms of the last discovery call that recorded it. */
+  lastSeen: number;
+}
+
+export interface TopologyStore {
+  /**
+   * Records that `consumer` discovered `producer` at `now`. Nothing is recorded unless `consumer` is a service of
+   * `namespace` (only registered services identify themselves). A namespace keeps at most `MAX_EDGES_PER_NAMESPACE`
+   * edges: the least recently seen go first.
+   */
+  touch(namespace: string, consumer: string, producer: string, now: number): Promise<void>;
+  /** The edges of `namespace` seen after `since`, in no particular order. */
+  edges(namespace: string, since: number): Promise<TopologyEdge[]>;
+  /** Drops the edges of `namespace` last seen at or before `before`; returns how many. */
+  prune(namespace: string, before: number): Promise<number>;
+  /** Nothing of its own to release (it uses the registry's Redis client); for `ModuleContext.shared`. */
+  close(): Promise<void>;
+}
+
+/** Bounds a namespace's topology whatever callers claim to be (edges age out too, but only after a day). */
+export const MAX_EDGES_PER_NAMESPACE = 10_000;
+
+const member = (consumer: string, producer: string) => JSON.stringify([consumer, producer]);
+
+/** The embedded topology; `isService` says whether a consumer is a service of the namespace. */
+export function createMemoryTopologyStore(isService: (namespace: string, serviceId: string) => Promise<boolean>): TopologyStore {
+  const byNamespace = new Map<string, Map<string, TopologyEdge>>();
+  return {
+    async touch(ns, consumer, producer, now) {
+      if (!(await isService(ns, consumer))) return;
+      let edges = byNamespace.get(ns);
+      if (!edges) byNamespace.set(ns, (edges = new Map()));
+      const key = member(consumer, producer);
+      edges.delete(key); // re-inserted last: the map stays in last-seen order
+      edges.set(key, { consumer, producer, lastSeen: now });
+      if (edges.size > MAX_EDGES_PER_NAMESPACE) edges.delete(edges.keys().next().value!);
+    },
+    async edges(ns, since) {
+      return [...(byNamespace.get(ns)?.values() ?? [])].filter((e) => e.lastSeen > since);
+    },
+    async prune(ns, before) {
+      const edges = byNamespace.get(ns);
+      let n = 0;
+      for (const [key, e] of edges ?? []) {
+        if (e.lastSeen <= before) {
+          edges!.delete(key);
+          n++;
+        }
+      }
+      return n;
+    },
+    close: async () => byNamespace.clear(),
+  };
+}
+
+/** KEYS: the namespace's service index, its topology zset. ARGV: consumer, member, now, max edges. */
+const TOUCH = defineScript(
+  "gov-topology-touch",
+  2,
+  `
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+if extra > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1) end
+return 1
+`,
+);
+
+/** The topology on Redis: one sorted set per namespace (`{ns}:topology`, member `["consumer","producer"]`, score last seen). */
+export function createRedisTopologyStore(client: RedisClient): TopologyStore {
+  const call = redisCaller(client);
+  prepareScripts(client, TOUCH);
+  const key = (ns: string) => `${ns}:topology`;
+  return {
+    async touch(ns, consumer, producer, now) {
+      await call(() => runScript(client, TOUCH, [serviceKeys(ns, "")[0], key(ns)], [consumer, member(consumer, producer), now, MAX_EDGES_PER_NAMESPACE]));
+    },
+    async edges(ns, since) {
+      const flat = await call(() => client.zrangebyscore(key(ns), `(${since}`, "+inf", "WITHSCORES"));
+      const out: TopologyEdge[] = [];
+      for (let i = 0; i < flat.length; i += 2) {
+        const [consumer, producer] = JSON.parse(flat[i]) as [string, string];
+        out.push({ consumer, producer, lastSeen: Number(flat[i + 1]) });
+      }
+      return out;
+    },
+    prune: (ns, before) => call(() => client.zremrangebyscore(key(ns), "-inf", before)),
+    close: async () => {},
+  };
+}
+
+/** The header by which a discovery call names its caller's service, and the one naming the caller's namespace. */
+export const CONSUMER_HEADER = "x-gov-consumer";
+export const CONSUMER_NAMESPACE_HEADER = "x-gov-consumer-namespace";
+
+/** How often one process writes the same edge at most: discovery stays as fast with the header as without. */
+export const EDGE_WRITE_INTERVAL_MS = 60_000;
+/** Edges remembered as recently written; past it the memory starts over (a few extra writes, never unbounded). */
+const MAX_REMEMBERED_EDGES = 50_000;
+
+export interface TopologyRecorder {
+  /** Notes the discovery of `serviceId` in `namespace` by the caller of `ctx`, if it identifies itself. Never throws, never waits. */
+  discovered(ctx: HandlerContext, namespace: string, serviceId: string): void;
+}
+
+export interface TopologyRecorderDeps {
+  store: TopologyStore;
+  namespaceRule: NamespaceRule;
+  now: () => number;
+  /** Told about a failed edge write (the discovery call itself has already been answered). */
+  onError?: (err: unknown) => void;
+}
+
+/** Whether a caller-supplied header value passes `check`; a bad header records nothing but never fails discovery. */
+function valid(check: () => void): boolean {
+  try {
+    check();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Records topology edges off the request's path: at most one store write per edge per `EDGE_WRITE_INTERVAL_MS` in this
+ * process, not awaited. Anonymous calls (no `X-Gov-Consumer`), self-discovery and malformed headers record nothing.
+ * The consumer's namespace is `X-Gov-Consumer-Namespace` when given, else the request's.
+ */
+export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyRecorder {
+  const written = new Map<string, number>();
+  return {
+    discovered(ctx, namespace, serviceId) {
+      const consumer = ctx.requestHeader.get(CONSUMER_HEADER);
+      if (!consumer) return;
+      const consumerNs = ctx.requestHeader.get(CONSUMER_NAMESPACE_HEADER) || namespace;
+      if (consumerNs === namespace && consumer === serviceId) return;
+      const edgeKey = `${consumerNs}\n${consumer}\n${namespace}\n${serviceId}`;
+      const now = deps.now();
+      const last = written.get(edgeKey);
+      if (last !== undefined && now - last < EDGE_WRITE_INTERVAL_MS) return;
+      if (!valid(() => checkServiceId(consumer)) || (consumerNs !== namespace && !valid(() => checkNamespace(consumerNs, deps.namespaceRule)))) return;
+      if (written.size >= MAX_REMEMBERED_EDGES) written.clear();
+      written.set(edgeKey, now);
+      const producer = consumerNs === namespace ? serviceId : `${namespace}.${serviceId}`;
+      deps.store.touch(consumerNs, consumer, producer, now).catch((err: unknown) => {
+        written.delete(edgeKey); // try again with the next call
+        deps.onError?.(err);
+      });
+    },
+  };
+}

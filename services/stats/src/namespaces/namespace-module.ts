@@ -1,0 +1,23 @@
+import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
+import { sharedConfigStore } from "@gov/config-service";
+import { sharedNamespaceIndex } from "@gov/namespaces";
+import { sharedRegistryStore, sharedTopologyStore } from "@gov/registry-service";
+import type { LocalService, ModuleContext } from "@gov/service-kit";
+import { createNamespaceService } from "./namespace-service.js";
+
+/**
+ * The namespace service of a process, on the process's shared index and stores (`ModuleContext.shared`): the same
+ * instances the config and registry modules write through, so a forced delete is seen by their caches and watches
+ * also on the embedded store.
+ */
+export async function namespaceServiceFor(ctx: ModuleContext, settings: { requireHashTag: boolean }): Promise<LocalService> {
+  const registry = await sharedRegistryStore(ctx);
+  const impl = createNamespaceService({
+    index: await sharedNamespaceIndex(ctx),
+    configs: await sharedConfigStore(ctx),
+    registry,
+    topology: await sharedTopologyStore(ctx, registry),
+    namespaceRule: { requireHashTag: settings.requireHashTag },
+  });
+  return { service: NamespaceService, impl };
+}

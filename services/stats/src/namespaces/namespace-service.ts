@@ -1,0 +1,96 @@
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
+import type { ConfigStore } from "@gov/config-service";
+import type { NamespaceIndex } from "@gov/namespaces";
+import type { RegistryStore, TopologyStore } from "@gov/registry-service";
+import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+
+export interface NamespaceServiceDeps {
+  index: Omit<NamespaceIndex, "close">;
+  configs: Pick<ConfigStore, "count" | "deleteNamespace">;
+  registry: Pick<RegistryStore, "countServices" | "deleteNamespace">;
+  /** The namespace's topology edges go with it. */
+  topology?: Pick<TopologyStore, "prune">;
+  namespaceRule: NamespaceRule;
+}
+
+/**
+ * The namespaces a caller may see. Today: all of them. Security scopes it by the caller's role (contract §7: only the
+ * namespaces the caller may read) — this is the one place to do it.
+ */
+export function visibleNamespaces(all: string[], _ctx: HandlerContext): string[] {
+  return all;
+}
+
+/**
+ * "current" names the current-namespace routes (GET /v1/namespaces/current, PUT /v1/namespaces/current/{ns}): a
+ * namespace of that name could be created only with gov.namespace.require-hash-tag=false and could then never be read
+ * back by name, so it is refused everywhere here.
+ */
+const RESERVED = "current";
+
+export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<typeof NamespaceService> {
+  const { index } = deps;
+  const checkTarget = (ns: string) => {
+    checkNamespace(ns, deps.namespaceRule);
+    if (ns === RESERVED) throw new ConnectError(`"${RESERVED}" cannot name a namespace: /v1/namespaces/current is the current-namespace resource; use a name with a hash tag such as {current}`, Code.InvalidArgument);
+  };
+
+  return {
+    async listNamespaces(_req, ctx) {
+      return { namespaces: visibleNamespaces(await index.list(), ctx) };
+    },
+
+    async getCurrentNamespace() {
+      return { namespace: await index.current() };
+    },
+
+    async setCurrentNamespace(req) {
+      checkTarget(req.namespace);
+      await index.setCurrent(req.namespace);
+      return { set: true };
+    },
+
+    async createNamespace(req) {
+      checkTarget(req.namespace);
+      const existed = await index.has(req.namespace);
+      await index.add(req.namespace);
+      return { created: !existed };
+    },
+
+    async deleteNamespace(req) {
+      const ns = req.namespace;
+      checkTarget(ns);
+      if (ns === index.system) {
+        throw new ConnectError(
+          `namespace "${ns}" is the system namespace (gov.namespace.system): it holds the namespace index, users, roles and the audit log, and cannot be deleted`,
+          Code.FailedPrecondition,
+        );
+      }
+      const [configs, services] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
+      const stillHolds = (c: number, s: number) =>
+        new ConnectError(
+          `namespace "${ns}" still holds ${c} config(s) and ${s} service(s): delete them first, or delete the namespace with ?force=true (force: true) to remove them with it`,
+          Code.FailedPrecondition,
+        );
+      if ((configs > 0 || services > 0) && !req.force) throw stillHolds(configs, services);
+      // Out of the index first: every process forgets it, so a write that races the delete indexes it again rather
+      // than leaving data in a namespace nobody lists.
+      const indexed = await index.remove(ns);
+      if (!indexed && configs === 0 && services === 0) {
+        throw new ConnectError(`namespace "${ns}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
+      }
+      // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes
+      // too — but a config or service written since the count survives: each store checks "empty" atomically.
+      const onlyIfEmpty = !req.force;
+      const removedConfigs = await deps.configs.deleteNamespace(ns, { onlyIfEmpty });
+      const removed = removedConfigs === undefined ? undefined : await deps.registry.deleteNamespace(ns, { onlyIfEmpty });
+      if (removedConfigs === undefined || removed === undefined) {
+        await index.add(ns); // it holds data again: keep it listed
+        throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
+      }
+      await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
+      return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
+    },
+  };
+}

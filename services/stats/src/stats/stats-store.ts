@@ -1,0 +1,100 @@
+import { redisCaller, type RedisClient } from "@gov/redis";
+
+/** What `GET /v1/namespaces/{ns}/stat` answers: the counts of the stats worker's last pass over the namespace. */
+export interface NamespaceStat {
+  /** Namespaces of the server. */
+  namespaces: number;
+  services: { total: number; health: number };
+  instances: number;
+  configs: number;
+}
+
+/**
+ * Where the stats worker leaves its counts, so that reads never scan: one record per namespace, and the time the
+ * last pass started (any worker's), which paces the next one across a change of mutex holder.
+ */
+export interface StatsStore {
+  readonly kind: string;
+  /** Replaces the namespace's counts. */
+  write(namespace: string, stat: NamespaceStat): Promise<void>;
+  /**
+   * Drops the counts of every namespace not in `keep` (deleted since the last pass: its stat then reads zeros, like a
+   * namespace never counted). Returns how many were dropped.
+   */
+  retain(keep: readonly string[]): Promise<number>;
+  /** The namespace's counts, or undefined when no pass has counted it yet. */
+  read(namespace: string): Promise<NamespaceStat | undefined>;
+  /** Epoch ms at which the last pass started, by whichever worker. */
+  lastPassAt(): Promise<number | undefined>;
+  setLastPassAt(at: number): Promise<void>;
+  /** Nothing of its own to release on Redis (the process's client); for `ModuleContext.shared`. */
+  close(): Promise<void>;
+}
+
+export const EMPTY_STAT: NamespaceStat = { namespaces: 0, services: { total: 0, health: 0 }, instances: 0, configs: 0 };
+
+export function createMemoryStatsStore(): StatsStore {
+  const stats = new Map<string, NamespaceStat>();
+  let last: number | undefined;
+  return {
+    kind: "embedded",
+    async write(ns, stat) {
+      stats.set(ns, stat);
+    },
+    read: async (ns) => stats.get(ns),
+    async retain(keep) {
+      const kept = new Set(keep);
+      let n = 0;
+      for (const ns of stats.keys()) if (!kept.has(ns) && stats.delete(ns)) n++;
+      return n;
+    },
+    lastPassAt: async () => last,
+    async setLastPassAt(at) {
+      last = at;
+    },
+    close: async () => stats.clear(),
+  };
+}
+
+const FIELDS = ["namespaces", "services", "health", "instances", "configs"] as const;
+
+/**
+ * On Redis: a hash `{ns}:stat` per namespace (in the namespace's slot, beside its data); in the system namespace, the
+ * set of namespaces that have one (`{system}:stat_idx`) and a string `{system}:stat_last_pass`.
+ */
+export function createRedisStatsStore(client: RedisClient, systemNamespace: string, kind = "redis"): StatsStore {
+  const call = redisCaller(client);
+  const key = (ns: string) => `${ns}:stat`;
+  const lastKey = `${systemNamespace}:stat_last_pass`;
+  const indexKey = `${systemNamespace}:stat_idx`;
+  return {
+    kind,
+    async write(ns, s) {
+      // two slots (the namespace's, the system's): two commands, sent together
+      await call(() =>
+        Promise.all([client.hset(key(ns), { namespaces: s.namespaces, services: s.services.total, health: s.services.health, instances: s.instances, configs: s.configs }), client.sadd(indexKey, ns)]),
+      );
+    },
+    async retain(keep) {
+      const kept = new Set(keep);
+      const gone = (await call(() => client.smembers(indexKey))).filter((ns) => !kept.has(ns));
+      // each stat key lives in its own namespace's slot: one DEL per key, pipelined
+      await call(() => Promise.all([...gone.map((ns) => client.del(key(ns))), ...(gone.length ? [client.srem(indexKey, ...gone)] : [])]));
+      return gone.length;
+    },
+    async read(ns) {
+      const values = await call(() => client.hmget(key(ns), ...FIELDS));
+      if (values.every((v) => v === null)) return undefined;
+      const [namespaces, total, health, instances, configs] = values.map((v) => Number(v ?? 0));
+      return { namespaces, services: { total, health }, instances, configs };
+    },
+    async lastPassAt() {
+      const v = await call(() => client.get(lastKey));
+      return v === null ? undefined : Number(v);
+    },
+    async setLastPassAt(at) {
+      await call(() => client.set(lastKey, String(at)));
+    },
+    close: async () => {},
+  };
+}

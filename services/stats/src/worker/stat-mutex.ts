@@ -1,0 +1,90 @@
+import type { RedisClient } from "@gov/redis";
+import type { Logger } from "@gov/service-kit";
+import Redlock, { type Lock } from "redlock";
+
+/**
+ * The cluster-wide mutex named `stat` (seed: Limits): only its holder runs the statistics job. A holder keeps it
+ * across periods, extending it while it lives, and releases it at shutdown; a holder that dies stops extending, its
+ * lock expires after `ttlMs`, and the next worker that asks takes it.
+ */
+export interface StatMutex {
+  /** true while this process holds the mutex; acquires it when it is free. Never throws (a failure is "not held"). */
+  hold(): Promise<boolean>;
+  /** Aborted when a held mutex is lost (an extension failed): work started under it should stop. */
+  readonly lost: AbortSignal;
+  /** Releases a held mutex and stops extending it. */
+  release(): Promise<void>;
+}
+
+/** Held for ever: the embedded store has one process, and `mutex.redis.enabled=false` means every worker works. */
+export function alwaysHeldMutex(): StatMutex {
+  return { hold: async () => true, lost: new AbortController().signal, release: async () => {} };
+}
+
+export interface RedlockMutexOptions {
+  /** The Redis key of the lock: in the system namespace's slot. */
+  key: string;
+  /** How long the lock outlives its holder's last extension (default 5 s): the takeover delay after a crash. */
+  ttlMs?: number;
+  logger: Logger;
+}
+
+/** The `stat` mutex on Redis (standalone or Cluster) with redlock: one client, so a quorum of one. */
+export function redlockMutex(client: RedisClient, options: RedlockMutexOptions): StatMutex {
+  const ttlMs = options.ttlMs ?? 5000;
+  // No retries: a worker that finds the mutex taken simply asks again at its next tick.
+  const redlock = new Redlock([client], { retryCount: 0, driftFactor: 0.01 });
+  let lock: Lock | undefined;
+  let extender: NodeJS.Timeout | undefined;
+  let lost = new AbortController();
+
+  const drop = (reason: string, err?: unknown) => {
+    if (!lock) return;
+    lock = undefined;
+    clearInterval(extender);
+    lost.abort();
+    options.logger.warn({ err, mutex: "stat" }, `lost the stat mutex: ${reason}`);
+  };
+  const extend = async () => {
+    const held = lock;
+    if (!held) return;
+    try {
+      lock = await held.extend(ttlMs);
+    } catch (err) {
+      // Another worker may take over once the lock expires; this one stops working until it holds it again.
+      if (lock === held) drop("it could not be extended", err);
+    }
+  };
+
+  return {
+    get lost() {
+      return lost.signal;
+    },
+    async hold() {
+      if (lock && lock.expiration > Date.now()) return true;
+      if (lock) drop("it expired before it could be extended");
+      try {
+        lock = await redlock.acquire([options.key], ttlMs);
+      } catch {
+        return false; // held by another worker (or Redis is unreachable: then nobody can work anyway)
+      }
+      lost = new AbortController();
+      extender = setInterval(() => void extend(), Math.floor(ttlMs / 3));
+      extender.unref();
+      options.logger.info({ mutex: "stat", ttlMs }, "acquired the stat mutex: this process runs the statistics job");
+      return true;
+    },
+    async release() {
+      const held = lock;
+      lock = undefined;
+      clearInterval(extender);
+      if (!held) return;
+      try {
+        await held.release();
+        options.logger.info({ mutex: "stat" }, "released the stat mutex");
+      } catch (err) {
+        options.logger.warn({ err, mutex: "stat" }, `the stat mutex could not be released: it expires within ${ttlMs} ms`);
+      }
+    },
+  };
+}

@@ -1,0 +1,75 @@
+import type { ConfigStore } from "@gov/config-service";
+import type { RegistryStore, TopologyStore } from "@gov/registry-service";
+import type { NamespaceStat, StatsStore } from "../stats/stats-store.js";
+
+/** The namespaces a pass visits: every indexed one, and the current context namespace (seed: always kept in the list). */
+export interface NamespaceSource {
+  list(): Promise<string[]>;
+  current(): Promise<string>;
+}
+
+export interface StatsPassDeps {
+  namespaces: NamespaceSource;
+  registry: Pick<RegistryStore, "sweep" | "sweptStats">;
+  configs: Pick<ConfigStore, "count">;
+  topology: Pick<TopologyStore, "prune">;
+  stats: Pick<StatsStore, "write" | "retain">;
+  /** gov.topology.edge-ttl: edges last seen longer ago are pruned. */
+  edgeTtlMs: number;
+  now: () => number;
+  /** Namespaces counted at once (default 16): a pass over many namespaces overlaps their round trips. */
+  concurrency?: number;
+  /** Aborted when the worker loses the mutex or stops: the pass ends at the next namespace. */
+  signal?: AbortSignal;
+}
+
+export interface PassResult {
+  namespaces: number;
+  /** Expired instances the sweep removed. */
+  expired: number;
+  /** Live instances counted, over every namespace. */
+  instances: number;
+  /** Edges pruned for age. */
+  prunedEdges: number;
+  durationMs: number;
+}
+
+/**
+ * One run of the statistics job: for each namespace, sweep expired instances (which records each service's live
+ * count), prune stale topology edges, count configs (one counter), then store the namespace's stat. Per namespace that is four
+ * sequential round trips on Redis whatever its size: the service index, the pipelined sweep scripts, the counts
+ * (swept stats, config index and the prune, sent together) and the write.
+ */
+export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
+  const started = performance.now();
+  const now = deps.now();
+  const [indexed, current] = await Promise.all([deps.namespaces.list(), deps.namespaces.current()]);
+  const all = [...new Set([...indexed, current])];
+  const result: PassResult = { namespaces: all.length, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
+
+  const visit = async (ns: string) => {
+    const expired = await deps.registry.sweep(ns, now); // (not `+= await`: lanes would overwrite each other's sums)
+    result.expired += expired;
+    const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
+    const instances = services.reduce((sum, s) => sum + s.instanceCount, 0);
+    const stat: NamespaceStat = {
+      namespaces: all.length,
+      services: { total: services.length, health: services.filter((s) => s.instanceCount > 0).length },
+      instances,
+      configs,
+    };
+    await deps.stats.write(ns, stat);
+    result.instances += instances;
+    result.prunedEdges += pruned;
+  };
+
+  let next = 0;
+  const lane = async () => {
+    while (next < all.length && !deps.signal?.aborted) await visit(all[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(deps.concurrency ?? 16, all.length) }, lane));
+  // a namespace deleted since the last pass keeps no stale counts
+  if (!deps.signal?.aborted) await deps.stats.retain(all);
+  result.durationMs = Math.round(performance.now() - started);
+  return result;
+}

@@ -1,0 +1,102 @@
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { createRegistryClient } from "@gov/registry-client";
+import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
+import type { BuiltProcess } from "@gov/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { StatsStores } from "../src/worker/stores.js";
+import { freshNamespace, seg, startStatsProcess, statsTargets, type TestNamespaces } from "./stats-harness.js";
+
+const POLL = { timeout: 10_000, interval: 50 }; // many periods of the tests' 300 ms schedule, on a busy host
+const EDGE_TTL_MS = 60_000;
+
+for (const target of statsTargets()) {
+  describe.skipIf(target.skip)(`topology on the ${target.name} store`, () => {
+    let stores: StatsStores & TestNamespaces;
+    let proc: BuiltProcess;
+    let url: string;
+    // The test clock of the registry, the stats reads and the worker: real time plus what the test skips ahead.
+    let skipped = 0;
+    const now = () => Date.now() + skipped;
+    beforeAll(async () => {
+      stores = await target.open();
+      proc = await startStatsProcess(stores, { now, env: { GOV_TOPOLOGY_EDGE_TTL: `${EDGE_TTL_MS}ms` } });
+      url = (await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" })).url;
+    });
+    afterAll(async () => {
+      await proc?.shutdown();
+      await stores?.stats.close();
+    });
+
+    const get = async (path: string, headers: Record<string, string> = {}) => {
+      const res = await proc.http.inject({ method: "GET", url: path, headers });
+      return { status: res.statusCode, json: JSON.parse(res.body) as unknown };
+    };
+    const put = (path: string, body?: unknown) =>
+      proc.http.inject({ method: "PUT", url: path, ...(body ? { payload: JSON.stringify(body), headers: { "content-type": "application/json" } } : {}) });
+    const services = (ns: string) => `/v1/namespaces/${seg(ns)}/services`;
+    const topology = async (ns: string) => (await get(`/v1/namespaces/${seg(ns)}/stat/topology`)).json;
+    /** A namespace with services A, B (one live instance), C. */
+    const setUp = async () => {
+      const ns = stores.add(freshNamespace());
+      for (const id of ["A", "C"]) await put(`${services(ns)}/${id}`);
+      await put(`${services(ns)}/B/instances`, { schema: "http", host: "b", port: 1 });
+      return ns;
+    };
+
+    it("A discovering B with X-Gov-Consumer creates A → [B]; /lb too; browsing without it, self-discovery and unknown consumers record nothing", async () => {
+      const ns = await setUp();
+      expect((await get(`${services(ns)}/B/instances`)).status).toBe(200);
+      expect((await get(`${services(ns)}/B/lb`)).status).toBe(200);
+      expect((await get(`${services(ns)}/A/instances`, { "x-gov-consumer": "A" })).status).toBe(200); // self
+      expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "ghost" })).status).toBe(200); // not a service of ns
+      expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "bad\u0001id" })).status).toBe(200); // refused quietly
+      // anonymous browsing left nothing behind (the header calls below are the only writes, and they land after these)
+      expect(await stores.topology.edges(ns, 0)).toEqual([]);
+      expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "A" })).status).toBe(200);
+      expect((await get(`${services(ns)}/B/lb`, { "x-gov-consumer": "C" })).status).toBe(200);
+      await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"], C: ["B"] });
+    });
+
+    it("a consumer in another namespace (X-Gov-Consumer-Namespace) gets the producer as {ns}.{serviceId}", async () => {
+      const home = await setUp();
+      const other = await setUp();
+      await get(`${services(other)}/B/instances`, { "x-gov-consumer": "A", "x-gov-consumer-namespace": home });
+      await expect.poll(() => topology(home), POLL).toEqual({ A: [`${other}.B`] });
+      expect(await topology(other)).toEqual({});
+    });
+
+    it("over Connect: the same header as request metadata; the topology read over Connect", async () => {
+      const ns = await setUp();
+      const transport = createConnectTransport({ baseUrl: url, httpVersion: "1.1" });
+      await createClient(RegistryService, transport).chooseInstance({ namespace: ns, serviceId: "B" }, { headers: { "X-Gov-Consumer": "C" } });
+      const stats = createClient(StatsService, transport);
+      await expect.poll(async () => Object.keys((await stats.getTopology({ namespace: ns })).consumers), POLL).toEqual(["C"]);
+      const { consumers } = await stats.getTopology({ namespace: ns });
+      expect(consumers.C.values.map((v) => v.kind.value)).toEqual(["B"]);
+    });
+
+    it("the registry client's discovery (its instance watch) records the edge from its serviceId and namespace", async () => {
+      const ns = await setUp();
+      const other = await setUp();
+      const client = createRegistryClient({ baseUrl: url, namespace: ns, serviceId: "A" });
+      try {
+        expect(await client.instances("B")).toHaveLength(1);
+        await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"] });
+        expect(await topology(other)).toEqual({});
+      } finally {
+        await client.close();
+      }
+    });
+
+    it("an edge not seen for gov.topology.edge-ttl disappears from the topology, and the worker prunes it", async () => {
+      const ns = await setUp();
+      await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "A" });
+      await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"] });
+      skipped += EDGE_TTL_MS + 1000;
+      expect(await topology(ns)).toEqual({});
+      await expect.poll(() => stores.topology.edges(ns, 0), POLL).toEqual([]);
+    });
+  });
+}

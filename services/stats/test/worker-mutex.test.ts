@@ -1,0 +1,106 @@
+import { connectRedis, type RedisClient } from "@gov/redis";
+import { createLogger } from "@gov/service-kit";
+import { redisTargets } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { createMemoryStatsStore, createRedisStatsStore } from "../src/stats/stats-store.js";
+import { alwaysHeldMutex, redlockMutex } from "../src/worker/stat-mutex.js";
+import type { PassResult } from "../src/worker/stats-pass.js";
+import { startStatsWorker } from "../src/worker/stats-worker.js";
+
+const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
+const DONE: PassResult = { namespaces: 0, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
+let seq = 0;
+const mutexKey = () => `gov-{mx${process.pid}x${seq++}}:mutex:stat`;
+
+describe("the statistics schedule", () => {
+  it("first pass after the initial delay, then one per period, never two at once", async () => {
+    const passes: { start: number; end: number }[] = [];
+    const worker = startStatsWorker({
+      mutex: alwaysHeldMutex(),
+      passes: createMemoryStatsStore(),
+      logger,
+      initialDelayMs: 100,
+      periodMs: 200,
+      tickMs: 20,
+      runPass: async () => {
+        const start = Date.now();
+        await new Promise((r) => setTimeout(r, 250)); // longer than the period: the next one waits
+        passes.push({ start, end: Date.now() });
+        return DONE;
+      },
+    });
+    const started = Date.now();
+    await vi.waitFor(() => expect(passes.length).toBeGreaterThanOrEqual(3), { timeout: 5000, interval: 20 });
+    await worker.stop();
+    expect(passes[0].start - started).toBeGreaterThanOrEqual(90);
+    for (let i = 1; i < passes.length; i++) expect(passes[i].start).toBeGreaterThanOrEqual(passes[i - 1].end);
+  });
+});
+
+for (const target of redisTargets()) {
+  describe.skipIf(target.skip)(`the stat mutex on ${target.name}`, () => {
+    const clients: RedisClient[] = [];
+    const client = async () => {
+      const c = await connectRedis(target.url);
+      clients.push(c);
+      return c;
+    };
+    beforeAll(async () => void (await client()));
+    afterAll(() => clients.forEach((c) => c.disconnect()));
+
+    it("one holder at a time; released at stop, taken by the next asker at once; expires when its holder stops extending", async () => {
+      const key = mutexKey();
+      const a = redlockMutex(await client(), { key, ttlMs: 1000, logger });
+      const b = redlockMutex(await client(), { key, ttlMs: 1000, logger });
+      expect(await a.hold()).toBe(true);
+      expect(await b.hold()).toBe(false);
+      await new Promise((r) => setTimeout(r, 1500)); // past the ttl: a's extensions keep it
+      expect(await b.hold()).toBe(false);
+      expect(await a.hold()).toBe(true);
+      await a.release();
+      expect(await b.hold()).toBe(true);
+      // b's lock deleted behind its back (as after a Redis failover): its next extension fails and it says so
+      await clients[0].del(key);
+      expect(await a.hold()).toBe(true);
+      await vi.waitFor(() => expect(b.lost.aborted).toBe(true), { timeout: 2000, interval: 20 });
+      expect(await b.hold()).toBe(false);
+      await a.release();
+    });
+
+    it("two workers in one schedule: each period run by exactly one, without overlap, paced by the last pass in Redis", async () => {
+      const key = mutexKey();
+      const system = `gov-{mxs${process.pid}x${seq++}}`;
+      const passes: { worker: string; due: number; start: number; end: number }[] = [];
+      const start = async (name: string) =>
+        startStatsWorker({
+          mutex: redlockMutex(await client(), { key, ttlMs: 5000, logger }), // longer than the test waits for a takeover: only a release allows it
+          passes: createRedisStatsStore(await client(), system),
+          logger,
+          initialDelayMs: 50,
+          periodMs: 400,
+          tickMs: 50,
+          runPass: async (_signal, due) => {
+            const begun = Date.now();
+            await new Promise((r) => setTimeout(r, 30));
+            passes.push({ worker: name, due, start: begun, end: Date.now() });
+            return DONE;
+          },
+        });
+      const [one, two] = [await start("one"), await start("two")];
+      await vi.waitFor(() => expect(passes.length).toBeGreaterThanOrEqual(4), { timeout: 8000, interval: 20 });
+      const holder = passes[0].worker;
+      await (holder === "one" ? one : two).stop(); // releases the mutex: the other takes over at its next tick
+      const stoppedAt = Date.now();
+      await vi.waitFor(() => expect(passes.some((p) => p.worker !== holder)).toBe(true), { timeout: 3000, interval: 20 });
+      await (holder === "one" ? two : one).stop();
+      for (let i = 1; i < passes.length; i++) {
+        expect(passes[i].start).toBeGreaterThanOrEqual(passes[i - 1].end);
+        // due every period exactly (fixed rate), whichever worker holds the mutex; each starts once it is due
+        expect(passes[i].due - passes[i - 1].due).toBeGreaterThanOrEqual(400);
+        expect(passes[i].start).toBeGreaterThanOrEqual(passes[i].due);
+      }
+      // released at stop: the other takes over at the next due pass, not after the lock's ttl (plus slack for a busy host)
+      expect(passes.find((p) => p.worker !== holder)!.start - stoppedAt).toBeLessThan(400 + 1000);
+    });
+  });
+}
