@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
+import type { RegistryStore } from "../src/store/registry-store.js";
 import { createRegistryGateway, type RegistryGateway } from "./harness.js";
 
 const run = promisify(execFile);
@@ -69,9 +70,11 @@ function untilPrinted(command: string, env: NodeJS.ProcessEnv, check: (out: stri
 
 describe("README: the registry's curl examples", () => {
   let gw: RegistryGateway;
+  let store: RegistryStore;
   let url: string;
   beforeAll(async () => {
-    gw = await createRegistryGateway(createMemoryRegistryStore());
+    store = createMemoryRegistryStore();
+    gw = await createRegistryGateway(store);
     ({ url } = await gw.listen());
   });
   afterAll(async () => gw?.close());
@@ -86,6 +89,8 @@ describe("README: the registry's curl examples", () => {
         env[assignment[1]] = assignment[2].replace("http://localhost:8080", url).replace(/\$([A-Z]+)/g, (_, name: string) => env[name]);
         continue;
       }
+      // service stats are the counts of the last statistics pass (the stats worker's sweep): run one, as the worker would
+      if (command === "curl $S/stats") await store.sweep("{dev}", Date.now());
       const check = CHECKS[command];
       expect(check, `no check for the README command: ${command}`).toBeDefined();
       if (command.startsWith("curl -N ")) await untilPrinted(command.replace(/^curl /, "curl -s "), { ...process.env, ...env }, check);
