@@ -7,49 +7,23 @@
  *
  * BENCH_REMOTE_CALLS (default 3,000) and BENCH_CACHE_CALLS (default 1,000,000) size the run.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { createRegistryClient } from "@gov/registry-client";
 import { startRedis } from "@gov/testkit";
+import { startServer, stop } from "./fixtures/http-bench.js";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const REMOTE_CALLS = Number(process.env.BENCH_REMOTE_CALLS ?? 3_000);
 const CACHE_CALLS = Number(process.env.BENCH_CACHE_CALLS ?? 1_000_000);
 const NS = "{bench}";
 
-const running = new Set<ChildProcess>();
-process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")));
-
-/** The all-in-one process from the sources; resolves with its URL once it prints its banner. */
-function startRegistry(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], {
-    cwd: root,
-    env: { ...process.env, NODE_OPTIONS: process.env.NODE_OPTIONS ?? "--conditions=@gov/source", PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  running.add(child);
-  child.once("exit", () => running.delete(child));
-  let out = "";
-  return new Promise((resolve, reject) => {
-    const scan = (d: Buffer) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1] });
-    };
-    child.stdout!.on("data", scan);
-    child.stderr!.on("data", scan);
-    child.once("exit", (code) => reject(new Error(`the registry exited with ${code}: ${out}`)));
-  });
-}
-
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 
 async function measure(store: string, env: Record<string, string>): Promise<void> {
-  const { child, url } = await startRegistry(env);
+  // the all-in-one process from the sources
+  const server = await startServer("apps/main.ts", env);
+  const { url } = server;
   try {
     const remote = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
     for (let port = 1; port <= 10; port++) {
@@ -86,7 +60,7 @@ async function measure(store: string, env: Record<string, string>): Promise<void
     const worst = Math.min(remoteMean / instancesUs, remoteMean / chooseUs);
     console.log(`| ${store} | target ≥ 1,000× | ${worst >= 1000 ? "met" : "NOT met"} (${worst.toFixed(0)}×) | |`);
   } finally {
-    child.kill("SIGTERM");
+    await stop(server);
   }
 }
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { serviceKeys } from "../src/store/redis-registry-scripts.js";
 import { createRegistryReadCache } from "../src/store/registry-read-cache.js";
 import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
-import type { RegistryStore } from "../src/store/registry-store.js";
+import type { InstanceRecord, RegistryStore } from "../src/store/registry-store.js";
 import { freshNamespace, instance } from "./registry-store.contract.js";
 
 const ids = (rs: { instanceId: string }[]) => rs.map((r) => r.instanceId);
@@ -17,6 +17,17 @@ function eventsOf(store: RegistryStore, ns: string) {
   const seen: string[] = [];
   const stop = store.subscribe((c) => c.namespace === ns && seen.push(`${c.op} ${c.instanceId ?? c.serviceId}`));
   return { seen, stop, heard: (event: string) => expect.poll(() => seen, { timeout: 3000, interval: 5 }).toContain(event) };
+}
+
+/** Registers `r` through `writer` and waits until `reader` has received the event (see eventsOf). */
+async function registerHeard(writer: RegistryStore, reader: RegistryStore, ns: string, r: InstanceRecord, now: number) {
+  const events = eventsOf(reader, ns);
+  try {
+    await writer.register(ns, r, now);
+    await events.heard(`register ${r.instanceId}`);
+  } finally {
+    events.stop();
+  }
 }
 
 for (const target of redisTargets()) {
@@ -64,10 +75,7 @@ for (const target of redisTargets()) {
       const ns = freshNamespace("c");
       const T = 1_700_000_000_000;
       const r = instance("svc", "h", 1, { ttlMs: 1000 }, T);
-      const events = eventsOf(b, ns);
-      await a.register(ns, r, T);
-      await events.heard(`register ${r.instanceId}`);
-      events.stop();
+      await registerHeard(a, b, ns, r, T);
       expect(await b.listInstances(ns, "svc", T)).toEqual([r]);
       // Renewed by the other store with more than half the ttl left: nothing is published.
       expect(await a.renew(ns, "svc", r.instanceId, T + 100)).toEqual({ ttlAt: T + 1100 });
@@ -84,23 +92,17 @@ for (const target of redisTargets()) {
     it("a re-registration with a shorter ttl reaches the cached entry (it would otherwise keep a dead instance)", async () => {
       const ns = freshNamespace("c");
       const T = 1_700_000_000_000;
-      const events = eventsOf(b, ns);
-      await a.register(ns, instance("svc", "h", 1, { ttlMs: 60_000 }, T), T);
-      await events.heard("register svc@http#h#1");
-      events.stop();
+      await registerHeard(a, b, ns, instance("svc", "h", 1, { ttlMs: 60_000 }, T), T);
       expect(ids(await b.listInstances(ns, "svc", T))).toEqual(["svc@http#h#1"]);
       await a.register(ns, instance("svc", "h", 1, { ttlMs: 100 }, T + 10), T + 10); // lives until T + 110
       await expect.poll(async () => b.listInstances(ns, "svc", T + 110), { timeout: 1000, interval: 5 }).toEqual([]);
     });
 
-    it("a renewal through the store itself updates its cached entry; /lb and list share it", async () => {
+    it("a renewal through the store itself updates its cached entry", async () => {
       const ns = freshNamespace("c");
       const T = 1_700_000_000_000;
       const r = instance("svc", "h", 1, { ttlMs: 1000 }, T);
-      const events = eventsOf(b, ns);
-      await b.register(ns, r, T);
-      await events.heard(`register ${r.instanceId}`);
-      events.stop();
+      await registerHeard(b, b, ns, r, T);
       expect(await b.listInstances(ns, "svc", T)).toEqual([r]);
       expect(await b.renew(ns, "svc", r.instanceId, T + 100)).toEqual({ ttlAt: T + 1100 });
       expect(await b.listInstances(ns, "svc", T + 100)).toEqual([{ ...r, ttlAt: T + 1100 }]);
@@ -127,10 +129,7 @@ describe.skipIf(inject("redisSkipReason"))("registry read cache: event feed lost
   it("a resync drops the cache: a change whose event was missed is seen once the subscription is back", async () => {
     const ns = freshNamespace("c");
     const now = Date.now();
-    const events = eventsOf(b, ns);
-    for (const host of ["x", "y"]) await b.register(ns, instance("svc", host, 1, {}, now), now);
-    await events.heard("register svc@http#y#1");
-    events.stop();
+    for (const host of ["x", "y"]) await registerHeard(b, b, ns, instance("svc", host, 1, {}, now), now);
     expect(ids(await b.listInstances(ns, "svc", Date.now()))).toEqual(["svc@http#x#1", "svc@http#y#1"]);
     // y removed behind the store's back: no event, as if it had been published while the subscription was down
     const [, itc, meta, ttl] = serviceKeys(ns, "svc");
