@@ -3,7 +3,10 @@ import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-s
 export interface RegistryReadCacheOptions {
   /** Most services kept (default 10,000). */
   maxServices?: number;
-  /** Most instances kept over all services (default 200,000); a larger service is read from the store every time. */
+  /**
+   * Most instances kept over all services (default 100,000; with what the service and the gateway derive from a record,
+   * its message and JSON text, about 1 KB each); a larger service is read from the store every time.
+   */
   maxInstances?: number;
 }
 
@@ -51,7 +54,7 @@ const earliestTtlAt = (instances: readonly InstanceRecord[]) => {
  */
 export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) {
   const maxServices = options.maxServices ?? 10_000;
-  const maxInstances = options.maxInstances ?? 200_000;
+  const maxInstances = options.maxInstances ?? 100_000;
   const entries = new Map<string, Map<string, Entry>>(); // namespace → service id → entry
   const order = new Set<Entry>(); // insertion order: eviction walks it from the oldest
   let instances = 0;
@@ -101,7 +104,7 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
       inFlight--;
       const { namespace, serviceId } = ticket;
       const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(namespace)?.get(serviceId) ?? 0) <= ticket.seq;
-      if (read !== undefined && valid && read.instances.length < maxInstances) {
+      if (read !== undefined && valid && read.instances.length <= maxInstances) {
         const old = entryOf(namespace, serviceId);
         if (old !== undefined) drop(old);
         const entry: Entry = { namespace, serviceId, instances: Object.freeze(read.instances), readAt: read.readAt, validUntil: earliestTtlAt(read.instances), referenced: false };
