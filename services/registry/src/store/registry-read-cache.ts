@@ -1,3 +1,4 @@
+import { createReadGuard } from "@gov/redis";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 
 export interface RegistryReadCacheOptions {
@@ -48,9 +49,9 @@ const earliestTtlAt = (instances: readonly InstanceRecord[]) => {
  *   hold an older ttlAt than the store: it then stops being current a little early and is read again — never is an
  *   instance dropped because its renewal went unannounced. A renewal through this store updates the entry in place.
  *
- * Staleness guard (as the config read cache): every invalidation takes a new sequence number; a read may store its
- * result only if neither its service nor the whole cache was invalidated since it started. Bounded by services and
- * by instances, with second-chance FIFO (CLOCK) eviction: a hit only sets a flag.
+ * A read that started before an invalidation of its service (or a clear) never stores its result (`@gov/redis`
+ * createReadGuard, shared with the config cache). Bounded by services and by instances, with second-chance FIFO
+ * (CLOCK) eviction: a hit only sets a flag.
  */
 export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) {
   const maxServices = options.maxServices ?? 10_000;
@@ -58,11 +59,7 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
   const entries = new Map<string, Map<string, Entry>>(); // namespace → service id → entry
   const order = new Set<Entry>(); // insertion order: eviction walks it from the oldest
   let instances = 0;
-  let seq = 0;
-  let clearedAt = 0;
-  let enabled = false;
-  let inFlight = 0;
-  const invalidatedAt = new Map<string, Map<string, number>>();
+  const guard = createReadGuard();
 
   const entryOf = (namespace: string, serviceId: string) => entries.get(namespace)?.get(serviceId);
   const drop = (entry: Entry) => {
@@ -95,15 +92,13 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
     },
 
     begin(namespace: string, serviceId: string): ReadTicket {
-      inFlight++;
-      return { namespace, serviceId, seq };
+      return { namespace, serviceId, seq: guard.begin() };
     },
 
     /** Ends a read; stores what it read at `readAt` when still valid. Call exactly once per ticket (also on failure). */
     end(ticket: ReadTicket, read?: { instances: readonly InstanceRecord[]; readAt: number }): void {
-      inFlight--;
       const { namespace, serviceId } = ticket;
-      const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(namespace)?.get(serviceId) ?? 0) <= ticket.seq;
+      const valid = guard.end(namespace, serviceId, ticket.seq);
       if (read !== undefined && valid && read.instances.length <= maxInstances) {
         const old = entryOf(namespace, serviceId);
         if (old !== undefined) drop(old);
@@ -115,19 +110,13 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
         instances += entry.instances.length;
         evictBeyondBounds();
       }
-      if (inFlight === 0) invalidatedAt.clear();
     },
 
     /** Forgets one service; reads that started earlier will not store their (possibly old) result. */
     invalidate(namespace: string, serviceId: string): void {
-      seq++;
+      guard.invalidate(namespace, serviceId);
       const entry = entryOf(namespace, serviceId);
       if (entry !== undefined) drop(entry);
-      if (inFlight > 0) {
-        let services = invalidatedAt.get(namespace);
-        if (services === undefined) invalidatedAt.set(namespace, (services = new Map()));
-        services.set(serviceId, seq);
-      }
     },
 
     /** A renewal through this store: the entry (if it holds the instance) gets its new expiry. */
@@ -148,14 +137,12 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
 
     /** Whether an event of `namespace` could change anything: an entry of it is cached, or a read is in flight. */
     concerns(namespace: string): boolean {
-      return inFlight > 0 || entries.has(namespace);
+      return guard.reading || entries.has(namespace);
     },
 
     /** Forgets everything (events may have been missed); `enable` false also stops caching until re-enabled. */
     clear(enable: boolean): void {
-      seq++;
-      clearedAt = seq;
-      enabled = enable;
+      guard.clear(enable);
       entries.clear();
       order.clear();
       instances = 0;
