@@ -12,7 +12,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { createRegistryClient } from "@gov/registry-client";
 import { startRedis } from "@gov/testkit";
-import { startAllInOne } from "./fixtures/all-in-one.js";
+import { startServer, stop } from "./fixtures/http-bench.js";
 
 const REMOTE_CALLS = Number(process.env.BENCH_REMOTE_CALLS ?? 3_000);
 const CACHE_CALLS = Number(process.env.BENCH_CACHE_CALLS ?? 1_000_000);
@@ -21,7 +21,9 @@ const NS = "{bench}";
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))];
 
 async function measure(store: string, env: Record<string, string>): Promise<void> {
-  const { child, url } = await startAllInOne(env);
+  // the all-in-one process from the sources
+  const server = await startServer("apps/main.ts", env);
+  const { url } = server;
   try {
     const remote = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
     for (let port = 1; port <= 10; port++) {
@@ -58,7 +60,7 @@ async function measure(store: string, env: Record<string, string>): Promise<void
     const worst = Math.min(remoteMean / instancesUs, remoteMean / chooseUs);
     console.log(`| ${store} | target ≥ 1,000× | ${worst >= 1000 ? "met" : "NOT met"} (${worst.toFixed(0)}×) | |`);
   } finally {
-    child.kill("SIGTERM");
+    await stop(server);
   }
 }
 

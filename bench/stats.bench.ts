@@ -22,7 +22,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { createRedisRegistryStore, createRedisTopologyStore, createTopologyRecorder, type InstanceRecord, type RegistryStore } from "@gov/registry-service";
 import { createRedisStatsStore, runStatsPass } from "@gov/stats-service";
 import { startRedis } from "@gov/testkit";
-import { startAllInOne } from "./fixtures/all-in-one.js";
+import { startServer } from "./fixtures/http-bench.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NAMESPACES = 100;
@@ -136,7 +136,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 async function discovery() {
   const redis = await startRedis();
   try {
-    const gw = await startAllInOne({ REDIS_URL: redis.url });
+    const gw = await startServer("apps/main.ts", { REDIS_URL: redis.url });
     const ns = "%7Bbench%7D";
     const put = (path: string, body?: unknown) =>
       fetch(`${gw.url}/v1/namespaces/${ns}/services/${path}`, { method: "PUT", ...(body ? { body: JSON.stringify(body), headers: { "content-type": "application/json" } } : {}) });

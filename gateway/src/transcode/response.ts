@@ -8,24 +8,27 @@ import type { RestRoute } from "./rest-routes.js";
 
 const JSON_OPTIONS = { alwaysEmitImplicit: true } as const;
 
-// JSON text of message-typed response fields, by message identity: services hand out the same immutable message for
-// an unchanged record (e.g. a cached config), so a hot read is serialized once, not on every request.
+// JSON text of message-typed response fields (and of each message of a repeated one), by message identity: services
+// hand out the same immutable message for an unchanged record (e.g. a cached config, a registry instance), so a hot
+// read is serialized once, not on every request.
 const jsonText = new WeakMap<Message, string>();
+
+function messageJson(desc: DescMessage, msg: Message): string {
+  let text = jsonText.get(msg);
+  if (text === undefined) {
+    text = JSON.stringify(toJson(desc, msg, JSON_OPTIONS));
+    jsonText.set(msg, text);
+  }
+  return text;
+}
 
 /** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
 export function responseBody(route: RestRoute, msg: Message): string {
   const field = route.responseField;
   if (!field) return JSON.stringify(toJson(route.method.output, msg, JSON_OPTIONS));
   const value = (msg as unknown as Record<string, unknown>)[field.localName];
-  if (field.fieldKind === "message") {
-    if (value === undefined) return "null";
-    let text = jsonText.get(value as Message);
-    if (text === undefined) {
-      text = JSON.stringify(toJson(field.message, value as Message, JSON_OPTIONS));
-      jsonText.set(value as Message, text);
-    }
-    return text;
-  }
+  if (field.fieldKind === "message") return value === undefined ? "null" : messageJson(field.message, value as Message);
+  if (field.fieldKind === "list" && field.listKind === "message") return `[${(value as Message[]).map((m) => messageJson(field.message, m)).join(",")}]`;
   const json = toJson(route.method.output, msg, JSON_OPTIONS) as Record<string, unknown>;
   return JSON.stringify(json[field.jsonName] ?? null);
 }

@@ -5,3 +5,4 @@ export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type Redi
 export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type PatternSubscription } from "./subscriber-hub.js";
 export { defineScript, prepareScripts, runScript, type LuaScript } from "./scripts.js";
 export { followChanges, type ChangeFeed, type ChangeFeedOptions } from "./change-feed.js";
+export { createReadGuard, type ReadGuard } from "./read-guard.js";

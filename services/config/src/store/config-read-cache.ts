@@ -1,3 +1,4 @@
+import { createReadGuard } from "@gov/redis";
 import type { ConfigRecord } from "./config-store.js";
 
 /** A cached read result: the record, or null for "this config does not exist". */
@@ -58,9 +59,8 @@ class TwoLevelMap<V> {
 /**
  * In-process cache of `get(namespace, configId)` results, kept correct by invalidations.
  *
- * Staleness guard: every invalidation takes a new sequence number. A read takes a ticket (the sequence at its
- * start) and may only store its result when its key — and the whole cache — was not invalidated since.
- * Invalidations are remembered per key only while reads are in flight, so that memory stays bounded.
+ * Staleness guard (`@gov/redis` createReadGuard): a read takes a ticket (the sequence at its start) and may only store
+ * its result when its key — and the whole cache — was not invalidated since.
  *
  * Bounded by count and by data size. Eviction is second-chance FIFO (CLOCK): a hit only sets a flag on its entry —
  * the hot path of every cached GET, where moving the entry to the recent end cost a delete and a re-insert — and
@@ -72,11 +72,7 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
   const entries = new TwoLevelMap<Entry>();
   const order = new Set<Entry>(); // insertion order: eviction walks it from the oldest
   let bytes = 0;
-  let seq = 0;
-  let clearedAt = 0;
-  let enabled = false;
-  let inFlight = 0;
-  const invalidatedAt = new TwoLevelMap<number>();
+  const guard = createReadGuard();
 
   const sizeOf = (value: CachedRead) => (value ? value.data.length + 64 : 64);
   const drop = (entry: Entry) => {
@@ -106,15 +102,13 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
     },
 
     begin(namespace: string, configId: string): ReadTicket {
-      inFlight++;
-      return { namespace, configId, seq };
+      return { namespace, configId, seq: guard.begin() };
     },
 
     /** Ends a read; stores `value` when given and still valid. Call exactly once per ticket (also on failure). */
     end(ticket: ReadTicket, value?: CachedRead): void {
-      inFlight--;
       const { namespace, configId } = ticket;
-      const valid = enabled && ticket.seq >= clearedAt && (invalidatedAt.get(namespace, configId) ?? 0) <= ticket.seq;
+      const valid = guard.end(namespace, configId, ticket.seq);
       const size = value === undefined ? 0 : sizeOf(value);
       if (value !== undefined && valid && size <= maxBytes) {
         const old = entries.get(namespace, configId);
@@ -126,15 +120,13 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
         bytes += size;
         evictBeyondBounds();
       }
-      if (inFlight === 0) invalidatedAt.clear();
     },
 
     /** Forgets one config; reads that started earlier will not store their (possibly old) result. */
     invalidate(namespace: string, configId: string): void {
-      seq++;
+      guard.invalidate(namespace, configId);
       const entry = entries.get(namespace, configId);
       if (entry !== undefined) drop(entry);
-      if (inFlight > 0) invalidatedAt.set(namespace, configId, seq);
     },
 
     /**
@@ -142,14 +134,12 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
      * is in flight and must learn of it. False lets a change event be ignored without decoding it.
      */
     concerns(namespace: string): boolean {
-      return inFlight > 0 || entries.has(namespace);
+      return guard.reading || entries.has(namespace);
     },
 
     /** Forgets everything (events may have been missed); `enabled` false also stops caching until re-enabled. */
     clear(enable: boolean): void {
-      seq++;
-      clearedAt = seq;
-      enabled = enable;
+      guard.clear(enable);
       entries.clear();
       order.clear();
       bytes = 0;

@@ -3,6 +3,7 @@ import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMay
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
+import { cacheRegistryReads, createRegistryReadCache, type RegistryReadCacheOptions } from "./registry-read-cache.js";
 
 export interface RedisRegistryStoreOptions {
   /** "redis" or "redis-cluster"; detected from the client when omitted. */
@@ -14,6 +15,11 @@ export interface RedisRegistryStoreOptions {
    * opens a subscriber connection of its own nor quits `client` on close: both belong to the process.
    */
   hub?: SubscriberHub;
+  /**
+   * The in-process cache of instance lists kept current by the change events (see registry-read-cache.ts), with its
+   * bounds; false reads Redis every time. Until the event subscription is live, nothing is cached.
+   */
+  readCache?: RegistryReadCacheOptions | false;
 }
 
 /** The record as stored in the service's `itc` hash: ttlMs first, where the renew script reads it. */
@@ -71,6 +77,8 @@ function failedWrite(t: WriteTarget): { what: string; howToCheck: string } {
 
 /** How often a namespace delete re-reads the service ids when writes keep changing them. */
 const DELETE_ATTEMPTS = 10;
+/** What every event channel ends with (after the namespace). */
+const EVENT_SUFFIX = eventChannel("");
 
 const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
 
@@ -85,7 +93,19 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
   /** Connection failures become StoreUnavailableError (→ unavailable), the same way for every store. */
   const call = redisCaller(client);
 
-  const feed = await followChanges<RegistryChange>(client, { hub: options.hub, pattern: EVENT_PATTERN, parse: parseRegistryEvent, subscribeTimeoutMs: options.subscribeTimeoutMs });
+  const cache = options.readCache === false ? undefined : createRegistryReadCache(options.readCache);
+  const feed = await followChanges<RegistryChange>(client, {
+    hub: options.hub,
+    pattern: EVENT_PATTERN,
+    parse: parseRegistryEvent,
+    // With no watch here, an event matters only to the cache, and only if it holds something of that namespace.
+    skip: (channel) => cache === undefined || !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length)),
+    onChange: (change) => cache?.apply(change),
+    // Events may have been missed while the subscription was down: start from an empty cache either way.
+    onLive: () => cache?.clear(true),
+    onLost: () => cache?.clear(false),
+    subscribeTimeoutMs: options.subscribeTimeoutMs,
+  });
 
   /** One MULTI over keys of one slot (so also on a Cluster); any failed reply fails the read. */
   const multi = async (build: (m: ReturnType<RedisClient["multi"]>) => unknown): Promise<unknown[]> => {
@@ -114,7 +134,7 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
 
   const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
 
-  return {
+  const store: RegistryStore = {
     kind,
     listServices,
     async putService(ns, serviceId) {
@@ -218,5 +238,6 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       if (!options.hub) await quitQuietly(client);
     },
   };
+  return cache === undefined ? store : cacheRegistryReads(store, cache);
 }
 

@@ -1,0 +1,219 @@
+import { createReadGuard } from "@gov/redis";
+import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
+
+export interface RegistryReadCacheOptions {
+  /** Most services kept (default 10,000). */
+  maxServices?: number;
+  /**
+   * Most instances kept over all services (default 100,000; with what the service and the gateway derive from a record,
+   * its message and JSON text, about 1 KB each); a larger service is read from the store every time.
+   */
+  maxInstances?: number;
+}
+
+/** One service's live instances as read at `readAt`, valid for reads in [readAt, validUntil). */
+interface Entry {
+  readonly namespace: string;
+  readonly serviceId: string;
+  instances: readonly InstanceRecord[];
+  readonly readAt: number;
+  /** The earliest ttlAt among the instances (Infinity when all are fixed): past it the entry is no longer current. */
+  validUntil: number;
+  /** Set by every hit, cleared when eviction passes over the entry (second chance). */
+  referenced: boolean;
+}
+
+/** A read in flight: remembers when it started so a late result cannot undo a newer invalidation. */
+interface ReadTicket {
+  readonly namespace: string;
+  readonly serviceId: string;
+  readonly seq: number;
+}
+
+const earliestTtlAt = (instances: readonly InstanceRecord[]) => {
+  let earliest = Infinity;
+  for (const r of instances) if (r.ttlAt !== undefined && r.ttlAt < earliest) earliest = r.ttlAt;
+  return earliest;
+};
+
+/**
+ * In-process cache of `listInstances(namespace, serviceId)` results, kept current by the store's change events.
+ *
+ * Why it never drops a live instance nor keeps a dead one:
+ * - An instance becomes live only by a registration and dies early only by a deregistration, a re-registration (its
+ *   ttl may shrink, it may become fixed) or a service deletion; each publishes an event that drops the entry (and a
+ *   write through this store drops it at once, for read-your-writes).
+ * - Otherwise an instance dies when its ttlAt passes, which needs no event: an entry is served only while `now` is
+ *   before the earliest ttlAt it holds, so every instance it returns is live at `now`.
+ * - A renewal only pushes ttlAt later, and most renewals publish nothing (see shouldPublishRenew). An entry may thus
+ *   hold an older ttlAt than the store: it then stops being current a little early and is read again — never is an
+ *   instance dropped because its renewal went unannounced. A renewal through this store updates the entry in place.
+ *
+ * A read that started before an invalidation of its service (or a clear) never stores its result (`@gov/redis`
+ * createReadGuard, shared with the config cache). Bounded by services and by instances, with second-chance FIFO
+ * (CLOCK) eviction: a hit only sets a flag.
+ */
+export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) {
+  const maxServices = options.maxServices ?? 10_000;
+  const maxInstances = options.maxInstances ?? 100_000;
+  const entries = new Map<string, Map<string, Entry>>(); // namespace → service id → entry
+  const order = new Set<Entry>(); // insertion order: eviction walks it from the oldest
+  let instances = 0;
+  const guard = createReadGuard();
+
+  const entryOf = (namespace: string, serviceId: string) => entries.get(namespace)?.get(serviceId);
+  const drop = (entry: Entry) => {
+    const services = entries.get(entry.namespace);
+    if (services?.get(entry.serviceId) === entry) {
+      services.delete(entry.serviceId);
+      if (services.size === 0) entries.delete(entry.namespace);
+    }
+    order.delete(entry);
+    instances -= entry.instances.length;
+  };
+  const evictBeyondBounds = () => {
+    for (const oldest of order) {
+      if (order.size <= maxServices && instances <= maxInstances) return;
+      if (oldest.referenced) {
+        oldest.referenced = false; // second chance: behind the newest
+        order.delete(oldest);
+        order.add(oldest);
+      } else drop(oldest);
+    }
+  };
+
+  return {
+    /** The live instances at `now` when the service's entry is current, else undefined (read the store). */
+    lookup(namespace: string, serviceId: string, now: number): readonly InstanceRecord[] | undefined {
+      const entry = entryOf(namespace, serviceId);
+      if (entry === undefined || now < entry.readAt || now >= entry.validUntil) return undefined;
+      entry.referenced = true;
+      return entry.instances;
+    },
+
+    begin(namespace: string, serviceId: string): ReadTicket {
+      return { namespace, serviceId, seq: guard.begin() };
+    },
+
+    /** Ends a read; stores what it read at `readAt` when still valid. Call exactly once per ticket (also on failure). */
+    end(ticket: ReadTicket, read?: { instances: readonly InstanceRecord[]; readAt: number }): void {
+      const { namespace, serviceId } = ticket;
+      const valid = guard.end(namespace, serviceId, ticket.seq);
+      if (read !== undefined && valid && read.instances.length <= maxInstances) {
+        const old = entryOf(namespace, serviceId);
+        if (old !== undefined) drop(old);
+        const entry: Entry = { namespace, serviceId, instances: Object.freeze(read.instances), readAt: read.readAt, validUntil: earliestTtlAt(read.instances), referenced: false };
+        let services = entries.get(namespace);
+        if (services === undefined) entries.set(namespace, (services = new Map()));
+        services.set(serviceId, entry);
+        order.add(entry);
+        instances += entry.instances.length;
+        evictBeyondBounds();
+      }
+    },
+
+    /** The namespace's services were all removed (a namespace delete): forget them, and refuse reads in flight. */
+    forgetNamespace(namespace: string): void {
+      guard.invalidateAll();
+      for (const entry of entries.get(namespace)?.values() ?? []) drop(entry);
+    },
+
+    /** Forgets one service; reads that started earlier will not store their (possibly old) result. */
+    invalidate(namespace: string, serviceId: string): void {
+      guard.invalidate(namespace, serviceId);
+      const entry = entryOf(namespace, serviceId);
+      if (entry !== undefined) drop(entry);
+    },
+
+    /** A renewal through this store: the entry (if it holds the instance) gets its new expiry. */
+    renewed(namespace: string, serviceId: string, instanceId: string, ttlAt: number): void {
+      const entry = entryOf(namespace, serviceId);
+      const i = entry?.instances.findIndex((r) => r.instanceId === instanceId) ?? -1;
+      if (entry === undefined || i < 0) return;
+      const renewed = entry.instances.slice();
+      renewed[i] = Object.freeze({ ...renewed[i], ttlAt });
+      entry.instances = Object.freeze(renewed);
+      entry.validUntil = earliestTtlAt(renewed);
+    },
+
+    /** A change event: every instance or service op but a renewal drops the service's entry (see above). */
+    apply(change: RegistryChange): void {
+      if (change.op !== "renew") this.invalidate(change.namespace, change.serviceId);
+    },
+
+    /** Whether an event of `namespace` could change anything: an entry of it is cached, or a read is in flight. */
+    concerns(namespace: string): boolean {
+      return guard.reading || entries.has(namespace);
+    },
+
+    /** Forgets everything (events may have been missed); `enable` false also stops caching until re-enabled. */
+    clear(enable: boolean): void {
+      guard.clear(enable);
+      entries.clear();
+      order.clear();
+      instances = 0;
+    },
+
+    /** Services and instances held (for tests and benchmarks). */
+    get size() {
+      return { services: order.size, instances };
+    },
+  };
+}
+
+export type RegistryReadCache = ReturnType<typeof createRegistryReadCache>;
+
+/**
+ * `store` with `listInstances` (and so `/lb`) served from `cache` while the service's entry is current. The cache must
+ * be fed the store's change events (`cache.apply`) and cleared when the event feed is lost or back (`cache.clear`);
+ * the Redis store does that (see redis-registry-store.ts). Writes through the wrapper drop their service's entry
+ * when they are done, whatever their outcome (an unknown outcome may have changed it).
+ */
+export function cacheRegistryReads(store: RegistryStore, cache: RegistryReadCache): RegistryStore {
+  const thenInvalidate = async <R>(ns: string, serviceId: string, write: Promise<R>): Promise<R> => {
+    try {
+      return await write;
+    } finally {
+      cache.invalidate(ns, serviceId);
+    }
+  };
+  return {
+    ...store,
+    async listInstances(ns, serviceId, now) {
+      const hit = cache.lookup(ns, serviceId, now);
+      // A copy: callers may sort or filter what they get; the records themselves are shared and frozen.
+      if (hit !== undefined) return hit.slice();
+      const ticket = cache.begin(ns, serviceId);
+      let read: { instances: InstanceRecord[]; readAt: number } | undefined;
+      try {
+        const instances = (await store.listInstances(ns, serviceId, now)).map((r) => Object.freeze(r));
+        read = { instances, readAt: now };
+        return instances.slice();
+      } finally {
+        cache.end(ticket, read);
+      }
+    },
+    register: (ns, r, now) => thenInvalidate(ns, r.serviceId, store.register(ns, r, now)),
+    deregister: (ns, serviceId, instanceId, now) => thenInvalidate(ns, serviceId, store.deregister(ns, serviceId, instanceId, now)),
+    setMetadata: (ns, serviceId, instanceId, metadata, now) => thenInvalidate(ns, serviceId, store.setMetadata(ns, serviceId, instanceId, metadata, now)),
+    deleteService: (ns, serviceId, now) => thenInvalidate(ns, serviceId, store.deleteService(ns, serviceId, now)),
+    // its removals are announced too, but a read in this process right after the delete must not wait for them
+    async deleteNamespace(ns, options) {
+      try {
+        return await store.deleteNamespace(ns, options);
+      } finally {
+        cache.forgetNamespace(ns);
+      }
+    },
+    async renew(ns, serviceId, instanceId, now) {
+      const result = await store.renew(ns, serviceId, instanceId, now);
+      if (result === undefined) cache.invalidate(ns, serviceId); // gone from the store: whatever is cached is old
+      else if (result.ttlAt !== undefined) cache.renewed(ns, serviceId, instanceId, result.ttlAt);
+      return result;
+    },
+    async close() {
+      cache.clear(false);
+      await store.close();
+    },
+  };
+}

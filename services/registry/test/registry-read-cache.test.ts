@@ -1,0 +1,182 @@
+import { connectRedis, type RedisClient } from "@gov/redis";
+import { redisTargets, startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { serviceKeys } from "../src/store/redis-registry-scripts.js";
+import { createRegistryReadCache } from "../src/store/registry-read-cache.js";
+import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
+import type { InstanceRecord, RegistryStore } from "../src/store/registry-store.js";
+import { freshNamespace, instance } from "./registry-store.contract.js";
+
+const ids = (rs: { instanceId: string }[]) => rs.map((r) => r.instanceId);
+
+/**
+ * The events `store` has received for `ns` ("op instanceId"). A store hears its own writes' events too, after the
+ * write returned; the tests wait for them before filling the cache, so that a late echo cannot empty it again.
+ */
+function eventsOf(store: RegistryStore, ns: string) {
+  const seen: string[] = [];
+  const stop = store.subscribe((c) => c.namespace === ns && seen.push(`${c.op} ${c.instanceId ?? c.serviceId}`));
+  return { seen, stop, heard: (event: string) => expect.poll(() => seen, { timeout: 3000, interval: 5 }).toContain(event) };
+}
+
+/** Registers `r` through `writer` and waits until `reader` has received the event (see eventsOf). */
+async function registerHeard(writer: RegistryStore, reader: RegistryStore, ns: string, r: InstanceRecord, now: number) {
+  const events = eventsOf(reader, ns);
+  try {
+    await writer.register(ns, r, now);
+    await events.heard(`register ${r.instanceId}`);
+  } finally {
+    events.stop();
+  }
+}
+
+for (const target of redisTargets()) {
+  describe.skipIf(target.skip)(`registry read cache on ${target.name}: two stores on one Redis, like two processes`, () => {
+    let a: RegistryStore; // the writer
+    let b: RegistryStore; // the cached reader
+    beforeAll(async () => {
+      a = await createRedisRegistryStore(await connectRedis(target.url));
+      b = await createRedisRegistryStore(await connectRedis(target.url));
+    });
+    afterAll(async () => {
+      await a?.close();
+      await b?.close();
+    });
+
+    it("a write in one store is seen by the other's cached read within 1 s", async () => {
+      const ns = freshNamespace("c");
+      const events = eventsOf(b, ns);
+      const x = instance("svc", "x", 1, {}, Date.now());
+      await a.register(ns, x, Date.now());
+      await events.heard(`register ${x.instanceId}`);
+      expect(ids(await b.listInstances(ns, "svc", Date.now()))).toEqual([x.instanceId]);
+      // An unpublished renewal (most of the ttl left) is invisible to b's entry: proof that b now reads from memory.
+      const renewed = await a.renew(ns, "svc", x.instanceId, Date.now() + 5);
+      expect((await b.listInstances(ns, "svc", Date.now()))[0].ttlAt).toBe(x.ttlAt);
+      expect(renewed?.ttlAt).toBeGreaterThan(x.ttlAt!);
+
+      const list = () => b.listInstances(ns, "svc", Date.now());
+      const y = instance("svc", "y", 2, { metadata: { zone: "a" } }, Date.now());
+      await a.register(ns, y, Date.now());
+      await expect.poll(async () => ids(await list()), { timeout: 1000, interval: 5 }).toEqual([x.instanceId, y.instanceId]);
+      await a.setMetadata(ns, "svc", x.instanceId, { v: "2" }, Date.now());
+      await expect.poll(async () => (await list())[0].metadata, { timeout: 1000, interval: 5 }).toEqual({ v: "2" });
+      await a.register(ns, instance("svc", "x", 1, { ttlMs: 0 }), Date.now()); // ephemeral → fixed
+      await expect.poll(async () => (await list())[0].isEphemeral, { timeout: 1000, interval: 5 }).toBe(false);
+      await a.deregister(ns, "svc", y.instanceId, Date.now());
+      await expect.poll(async () => ids(await list()), { timeout: 1000, interval: 5 }).toEqual([x.instanceId]);
+      await a.deregister(ns, "svc", x.instanceId, Date.now());
+      expect(await a.deleteService(ns, "svc", Date.now())).toBe("removed");
+      await expect.poll(async () => ids(await list()), { timeout: 1000, interval: 5 }).toEqual([]);
+      events.stop();
+    });
+
+    it("unpublished renewals never make it drop a live instance, and an instance is gone the moment its ttl passes", async () => {
+      const ns = freshNamespace("c");
+      const T = 1_700_000_000_000;
+      const r = instance("svc", "h", 1, { ttlMs: 1000 }, T);
+      await registerHeard(a, b, ns, r, T);
+      expect(await b.listInstances(ns, "svc", T)).toEqual([r]);
+      // Renewed by the other store with more than half the ttl left: nothing is published.
+      expect(await a.renew(ns, "svc", r.instanceId, T + 100)).toEqual({ ttlAt: T + 1100 });
+      expect(await a.renew(ns, "svc", r.instanceId, T + 200)).toEqual({ ttlAt: T + 1200 });
+      expect(await b.listInstances(ns, "svc", T + 999)).toEqual([r]); // the entry as read, still current
+      // Its known expiry passed: the entry is no longer current, the store is read again and has it renewed.
+      expect(await b.listInstances(ns, "svc", T + 1000)).toEqual([{ ...r, ttlAt: T + 1200 }]);
+      expect(ids(await b.listInstances(ns, "svc", T + 1199))).toEqual([r.instanceId]);
+      // Nobody writes, nothing is published: still, at its ttlAt it is not returned.
+      expect(await b.listInstances(ns, "svc", T + 1200)).toEqual([]);
+      expect(await b.getInstance(ns, "svc", r.instanceId, T + 1200)).toBeUndefined();
+    });
+
+    it("a re-registration with a shorter ttl reaches the cached entry (it would otherwise keep a dead instance)", async () => {
+      const ns = freshNamespace("c");
+      const T = 1_700_000_000_000;
+      await registerHeard(a, b, ns, instance("svc", "h", 1, { ttlMs: 60_000 }, T), T);
+      expect(ids(await b.listInstances(ns, "svc", T))).toEqual(["svc@http#h#1"]);
+      await a.register(ns, instance("svc", "h", 1, { ttlMs: 100 }, T + 10), T + 10); // lives until T + 110
+      await expect.poll(async () => b.listInstances(ns, "svc", T + 110), { timeout: 1000, interval: 5 }).toEqual([]);
+    });
+
+    it("a renewal through the store itself updates its cached entry", async () => {
+      const ns = freshNamespace("c");
+      const T = 1_700_000_000_000;
+      const r = instance("svc", "h", 1, { ttlMs: 1000 }, T);
+      await registerHeard(b, b, ns, r, T);
+      expect(await b.listInstances(ns, "svc", T)).toEqual([r]);
+      expect(await b.renew(ns, "svc", r.instanceId, T + 100)).toEqual({ ttlAt: T + 1100 });
+      expect(await b.listInstances(ns, "svc", T + 100)).toEqual([{ ...r, ttlAt: T + 1100 }]);
+      expect(await b.renew(ns, "svc", "svc@http#nope#1", T + 100)).toBeUndefined();
+    });
+  });
+}
+
+describe.skipIf(inject("redisSkipReason"))("registry read cache: event feed lost and back", () => {
+  let redis: RedisServer;
+  let raw: RedisClient;
+  let b: RegistryStore;
+  beforeAll(async () => {
+    redis = await startRedis(); // its own server: the test cuts every subscriber connection
+    raw = await connectRedis(redis.url);
+    b = await createRedisRegistryStore(await connectRedis(redis.url));
+  });
+  afterAll(async () => {
+    await b?.close();
+    await raw?.quit();
+    await redis?.stop();
+  });
+
+  it("a resync drops the cache: a change whose event was missed is seen once the subscription is back", async () => {
+    const ns = freshNamespace("c");
+    const now = Date.now();
+    for (const host of ["x", "y"]) await registerHeard(b, b, ns, instance("svc", host, 1, {}, now), now);
+    expect(ids(await b.listInstances(ns, "svc", Date.now()))).toEqual(["svc@http#x#1", "svc@http#y#1"]);
+    // y removed behind the store's back: no event, as if it had been published while the subscription was down
+    const [, itc, meta, ttl] = serviceKeys(ns, "svc");
+    await raw.multi().hdel(itc, "svc@http#y#1").hdel(meta, "svc@http#y#1").zrem(ttl, "svc@http#y#1").exec();
+    expect(ids(await b.listInstances(ns, "svc", Date.now()))).toEqual(["svc@http#x#1", "svc@http#y#1"]);
+    await raw.call("CLIENT", "KILL", "TYPE", "pubsub");
+    await expect.poll(async () => ids(await b.listInstances(ns, "svc", Date.now())), { timeout: 5000, interval: 20 }).toEqual(["svc@http#x#1"]);
+  });
+});
+
+describe("registry read cache: bounds and late reads", () => {
+  const T = 1_700_000_000_000;
+  const records = (serviceId: string, n: number) => Array.from({ length: n }, (_, i) => instance(serviceId, "h", i + 1, {}, T));
+  const fill = (cache: ReturnType<typeof createRegistryReadCache>, serviceId: string, n: number) =>
+    cache.end(cache.begin("ns", serviceId), { instances: records(serviceId, n), readAt: T });
+
+  it("keeps at most maxServices services and maxInstances instances; a service larger than the bound is not kept", () => {
+    const cache = createRegistryReadCache({ maxServices: 5, maxInstances: 20 });
+    cache.clear(true);
+    for (let i = 0; i < 10; i++) {
+      fill(cache, `s${i}`, 3);
+      expect(cache.size.services).toBeLessThanOrEqual(5);
+      expect(cache.size.instances).toBeLessThanOrEqual(20);
+    }
+    expect(cache.lookup("ns", "s9", T)).toHaveLength(3); // the newest stays
+    expect(cache.lookup("ns", "s0", T)).toBeUndefined(); // the oldest went
+    fill(cache, "big", 21);
+    expect(cache.lookup("ns", "big", T)).toBeUndefined();
+    expect(cache.size.instances).toBeLessThanOrEqual(20);
+  });
+
+  it("a read that started before an invalidation or a clear does not store its result; nothing is kept until enabled", () => {
+    const cache = createRegistryReadCache();
+    fill(cache, "s", 1);
+    expect(cache.lookup("ns", "s", T)).toBeUndefined(); // not enabled yet (the event feed is not live)
+    cache.clear(true);
+    const late = cache.begin("ns", "s");
+    cache.invalidate("ns", "s");
+    cache.end(late, { instances: records("s", 1), readAt: T });
+    expect(cache.lookup("ns", "s", T)).toBeUndefined();
+    const beforeClear = cache.begin("ns", "s");
+    cache.clear(true);
+    cache.end(beforeClear, { instances: records("s", 1), readAt: T });
+    expect(cache.lookup("ns", "s", T)).toBeUndefined();
+    fill(cache, "s", 1);
+    expect(cache.lookup("ns", "s", T)).toHaveLength(1);
+    expect(cache.lookup("ns", "s", T - 1)).toBeUndefined(); // before the read: it may have missed an instance live then
+    expect(cache.lookup("ns", "s", T + 60_000)).toBeUndefined(); // the ttl passed
+  });
+});
