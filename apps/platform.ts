@@ -3,10 +3,13 @@
 import { configModule } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
 import { registryModule } from "@gov/registry-service";
+import { securityGuard, securityModule } from "@gov/security-service";
 import type { ProcessOptions } from "@gov/service-kit";
 
 export const platform = {
   name: "gov.gateway",
-  modules: [configModule, registryModule],
+  modules: [configModule, registryModule, securityModule],
   gateway: restGateway,
+  // Authorization and audit in front of every service (gov.security.enabled=false turns it off).
+  guard: securityGuard,
 } satisfies ProcessOptions;

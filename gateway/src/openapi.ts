@@ -3,6 +3,7 @@ import { Code } from "@connectrpc/connect";
 import { codeName } from "./errors.js";
 import { isHttpBody } from "./transcode/response.js";
 import type { RestRoute } from "./transcode/rest-routes.js";
+import { isTextField } from "./transcode/request.js";
 
 type Schema = Record<string, unknown>;
 /** Proto comments by full name (`pkg.Service.Method`, `pkg.Message.field`), as `npm run generate` writes them. */
@@ -160,6 +161,10 @@ function messagesOf(routes: RestRoute[]): DescMessage[] {
 
 function requestBody(route: RestRoute, b: SchemaBuilder): Schema | undefined {
   if (!route.body) return undefined;
+  if (route.body !== "*" && !isTextField(route.body)) {
+    const doc = b.fieldDoc(route.body);
+    return { required: true, description: `The ${route.body.jsonName}, as JSON.${doc ? `\n\n${doc}` : ""}`, content: { "application/json": { schema: b.field(route.body) } } };
+  }
   if (route.body !== "*") {
     const schema = b.field(route.body);
     const doc = b.fieldDoc(route.body);

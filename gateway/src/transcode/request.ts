@@ -104,6 +104,26 @@ function textBody(req: FastifyRequest, field: DescField): string {
   return text;
 }
 
+/** A body field that is raw text (a config's content) rather than JSON (e.g. a list of role names). */
+export const isTextField = (field: DescField) => field.fieldKind === "scalar" && field.scalar === ScalarType.STRING;
+
+/** A JSON body that is one field's value (`body: "role_names"` takes `["dev"]`). */
+function jsonFieldBody(req: FastifyRequest, schema: DescMessage, field: DescField): Message {
+  const raw = req.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) throw invalid(`the request body is empty: send the ${field.jsonName} as JSON`);
+  let json: JsonValue;
+  try {
+    json = JSON.parse(raw.toString("utf8")) as JsonValue;
+  } catch (err) {
+    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})`);
+  }
+  try {
+    return fromJson(schema, { [field.jsonName]: json });
+  } catch (err) {
+    throw invalid(`the request body is not a valid ${field.jsonName}: ${excerpt((err as Error).message)}`);
+  }
+}
+
 function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
   const raw = req.body;
   if (!Buffer.isBuffer(raw) || raw.length === 0) return create(schema);
@@ -152,8 +172,8 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   if (route.body === "*" && typeof req.isMultipart === "function" && req.isMultipart()) return buildMultipartRequest(route, req);
   const schema = route.method.input;
   // Read in this order, so that a request with several problems is told about the body's first, as it always was.
-  const text = route.body !== undefined && route.body !== "*" ? textBody(req, route.body) : undefined;
-  const msg = route.body === "*" ? jsonBody(req, schema) : create(schema);
+  const text = route.body !== undefined && route.body !== "*" && isTextField(route.body) ? textBody(req, route.body) : undefined;
+  const msg = route.body === "*" ? jsonBody(req, schema) : route.body && !isTextField(route.body) ? jsonFieldBody(req, schema, route.body) : create(schema);
   const query = req.query as Record<string, string | string[]>;
   const fromQuery = hasKeys(query) ? queryFields(route, query, text === undefined ? undefined : (route.body as DescField), route.body === "*" ? msg : undefined) : undefined;
   const fields = msg as unknown as Record<string, unknown>;

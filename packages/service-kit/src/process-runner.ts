@@ -15,7 +15,7 @@ import { buildManagementApp, createReadiness, type Readiness } from "./managemen
 import { createMetrics, type Metrics } from "./metrics.js";
 import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
-import { endpointSettings, type ModuleInstance, type ServiceModule } from "./service-module.js";
+import { endpointSettings, type ModuleInstance, type ProcessGuard, type ServiceModule } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
 import { inProcessTransport, type LocalService } from "./transport/in-process.js";
 import { remoteTransport } from "./transport/remote.js";
@@ -75,6 +75,8 @@ export interface ProcessOptions {
   logger?: Logger;
   /** How often readiness re-asks the modules between probes (for gRPC health watchers). Default 5 s. */
   healthIntervalMs?: number;
+  /** Authorization and audit in front of every local service (`securityGuard` of @gov/security-service); none = open. */
+  guard?: ProcessGuard;
 }
 
 export interface ProcessUrls {
@@ -104,6 +106,8 @@ export interface BuiltProcess {
   grpc?: FastifyInstance;
   management: FastifyInstance;
   modules: ModuleState[];
+  /** Lines the guard wants in the startup banner. */
+  notices: string[];
   /** The transport the process uses for a service (in-process or remote). */
   transportFor(service: DescService): Transport;
   /** Listens on the configured ports (or the overrides; 0 = any free port). */
@@ -138,8 +142,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   }
 
   // The interceptor chain, built once for every listener and the in-process transport. Order (outermost first):
-  // metrics see the final code; drain refuses new calls and ends streams at shutdown; auth and audit will go between
-  // drain and errors; errors turn store outages and bugs into Connect codes.
+  // metrics see the final code; drain refuses new calls and ends streams at shutdown; the guard's (audit, then
+  // authorization) go between drain and errors; errors turn store outages and bugs into Connect codes.
   const metrics = createMetrics();
   const drain = createDrain();
   const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, errorInterceptor(logger)];
@@ -148,6 +152,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   let redis: RedisClient | undefined;
   let subscriber: SubscriberHub | undefined;
   const instances: { name: string; instance: ModuleInstance }[] = [];
+  const notices: string[] = [];
   const remoteTransports = new Map<string, Transport>();
   let local: Transport | undefined;
   const ownerOf = (service: DescService) => planned.find((p) => p.module.services.some((s) => s.typeName === service.typeName));
@@ -188,6 +193,12 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
+    }
+    if (options.guard && localPlans.length) {
+      const guard = await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance });
+      closers.push(() => guard.close()); // before the modules: it may still write to their stores
+      interceptors.splice(interceptors.length - 1, 0, ...guard.interceptors);
+      notices.push(...(guard.notices ?? []));
     }
   } catch (err) {
     await closeAll(closers, logger);
@@ -279,6 +290,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     grpc,
     management,
     modules,
+    notices,
     transportFor,
     async listen(overrides = {}) {
       const host = overrides.host ?? ports.host;
@@ -321,6 +333,7 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   if (urls.grpcUrl) lines.push(`gRPC (h2c) on ${urls.grpcUrl}`);
   lines.push(`Management on ${urls.managementUrl}  (/actuator/health, /metrics)`);
   for (const m of proc.modules) lines.push(proc.modules.length === 1 ? `Store: ${m.describe}` : `Store (${m.name}): ${m.describe}`);
+  lines.push(...proc.notices);
   (process.stdout.isTTY ? process.stdout : process.stderr).write(`\n${lines.join("\n")}\n\n`);
 
   const stop = (signal: string) => {

@@ -1,5 +1,5 @@
 import type { DescService } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import { redactRedisUrl, redisDownReason, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { parseInteger, type SettingDef, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { Logger } from "./logger.js";
@@ -31,6 +31,27 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
    */
   transportFor(service: DescService): Transport;
 }
+
+/** What a process guard (authorization and audit, contract §7) gets: the process's Redis and its local modules. */
+export interface GuardContext {
+  logger: Logger;
+  sources: SettingsSources;
+  redis?: RedisClient;
+  redisKind?: "redis" | "redis-cluster";
+  subscriber?: SubscriberHub;
+  /** A module instance running in this process, by module name. */
+  instanceOf(name: string): ModuleInstance | undefined;
+}
+
+/** Interceptors a guard puts in front of every local service, on every transport (between drain and errors). */
+export interface Guard {
+  interceptors: Interceptor[];
+  /** Lines for the startup banner (e.g. "security is OFF"). */
+  notices?: string[];
+  close(): Promise<void>;
+}
+
+export type ProcessGuard = (ctx: GuardContext) => Promise<Guard>;
 
 /** A module running in this process. */
 export interface ModuleInstance {

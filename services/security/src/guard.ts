@@ -1,0 +1,165 @@
+import { getOption, type DescMethod } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
+import { http } from "@gov/api";
+import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
+import type { IdSource } from "./ids.js";
+import type { AuditWriter } from "./audit-log.js";
+import { mayAccess, principalKey, type Principal } from "./principal.js";
+import type { AuditSelection } from "./settings.js";
+
+/** What the interceptors decide per method, worked out once from its descriptor. */
+interface MethodRule {
+  access: Access;
+  read: boolean;
+  /** The request has a `namespace` field: RBAC on it (unless `access` says otherwise). */
+  namespaced: boolean;
+  /** REST method and path template of its http rule (the audit log's action and resource). */
+  httpMethod: string;
+  template: string;
+  pathFields: string[];
+}
+
+const rules = new Map<DescMethod, MethodRule>();
+export function ruleOf(method: DescMethod): MethodRule {
+  let rule = rules.get(method);
+  if (!rule) {
+    const httpRule = getOption(method, http);
+    const pattern = httpRule?.pattern;
+    const hasTemplate = pattern && pattern.case !== undefined && pattern.case !== "custom";
+    const template = hasTemplate ? (pattern.value as string) : `/${method.parent.typeName}/${method.name}`;
+    rule = {
+      access: getOption(method, access),
+      read: method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
+      namespaced: method.input.fields.some((f) => f.name === "namespace" && f.fieldKind === "scalar"),
+      httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
+      template,
+      pathFields: [...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map((m) => m[1]),
+    };
+    rules.set(method, rule);
+  }
+  return rule;
+}
+
+/** The REST path of a call: its rule's template with the request's values (for an RPC without a rule, its RPC path). */
+export function resourceOf(rule: MethodRule, message: unknown): string {
+  if (rule.pathFields.length === 0 || message === undefined) return rule.template;
+  const fields = message as Record<string, unknown>;
+  return rule.template.replace(/\{([a-z_][a-z0-9_]*)\}/g, (_, name: string) => {
+    const value = fields[name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())];
+    return value === undefined ? `{${name}}` : encodeURIComponent(String(value));
+  });
+}
+
+const denied = (message: string) => new ConnectError(message, Code.PermissionDenied);
+
+/** Refuses `message` unless `principal` may do what `rule` needs with it. */
+function authorize(rule: MethodRule, principal: Principal, message: unknown): void {
+  switch (rule.access) {
+    case Access.PUBLIC:
+    case Access.AUTHENTICATED:
+      return;
+    case Access.SELF_OR_ADMIN:
+      if (principal.admin || (message as { username?: unknown }).username === principal.username) return;
+      throw denied("only the user themself or an administrator may do this");
+    case Access.ADMIN:
+      if (principal.admin) return;
+      throw denied(`this needs the "admin" role: ask an administrator`);
+    default: {
+      if (!rule.namespaced) {
+        if (principal.admin) return;
+        throw denied(`this needs the "admin" role: ask an administrator`);
+      }
+      const namespace = (message as { namespace?: unknown }).namespace;
+      const need = rule.read ? "r" : "w";
+      if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;
+      throw denied(`user ${JSON.stringify(principal.username)} has no "${need}" permission on namespace ${JSON.stringify(String(namespace).slice(0, 256))}: ask an administrator to bind a role that grants it`);
+    }
+  }
+}
+
+/** Checks every message of a request stream (a keepalive's, an import's) as it arrives. */
+async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>, seen: (m: unknown) => void): AsyncIterable<unknown> {
+  for await (const m of messages) {
+    authorize(rule, principal, m);
+    seen(m);
+    yield m;
+  }
+}
+
+export interface Authenticator {
+  authenticate(header: string | null): Promise<Principal>;
+}
+
+/**
+ * The one authorization interceptor (contract §7), installed by the process runner in front of every service on every
+ * transport: the bearer token from `authorization`, read or write from the RPC's idempotency level, the namespace
+ * from the request's `namespace` field, and the `gov.security.v1.access` method option for everything else. The
+ * caller is then in the handler's context (`callerOf(ctx)`).
+ */
+export function authorizationInterceptor(auth: Authenticator): Interceptor {
+  return (next) => async (req) => {
+    const rule = ruleOf(req.method);
+    if (rule.access === Access.PUBLIC) return next(req);
+    const principal = await auth.authenticate(req.header.get("authorization"));
+    req.contextValues.set(principalKey, principal);
+    if (!req.stream) {
+      authorize(rule, principal, req.message);
+      return next(req);
+    }
+    return next({ ...req, message: authorizedStream(rule, principal, req.message, () => {}) as typeof req.message });
+  };
+}
+
+const selects = (selection: AuditSelection, read: boolean) => selection === "rw" || (read ? selection === "read" : selection === "write");
+
+/**
+ * Records the calls `gov.security.audit-log.action` selects, refused ones included (it runs outside the authorization
+ * interceptor), without waiting for the store: the writer batches entries off the request path.
+ */
+export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
+  const now = opts.now ?? Date.now;
+  return (next) => async (req) => {
+    const rule = ruleOf(req.method);
+    if (!selects(opts.selection, rule.read)) return next(req);
+    let first: unknown = req.stream ? undefined : req.message;
+    const request = req.stream
+      ? {
+          ...req,
+          message: (async function* (messages: AsyncIterable<unknown>) {
+            for await (const m of messages) {
+              first ??= m;
+              yield m;
+            }
+          })(req.message),
+        }
+      : req;
+    const record = async (status: number, msg: string) => {
+      const ip = req.header.get("x-forwarded-for")?.split(",")[0]?.trim() ?? "";
+      const principal = req.contextValues.get(principalKey);
+      const wait = opts.writer.record({
+        id: opts.ids.nextId(),
+        // a login's operator is the user it is for (there is no principal yet)
+        operator: principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""),
+        ip,
+        resource: resourceOf(rule, first),
+        action: rule.httpMethod,
+        status,
+        msg,
+        opTime: now(),
+      });
+      if (wait) await wait;
+    };
+    let res;
+    try {
+      res = await next(request as typeof req);
+    } catch (err) {
+      const e = ConnectError.from(err);
+      await record(codeToHttpStatus(e.code), e.rawMessage);
+      throw err;
+    }
+    await record(200, "");
+    return res;
+  };
+}

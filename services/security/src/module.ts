@@ -1,0 +1,132 @@
+import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { loadSettings } from "@gov/settings";
+import { sharedRedisOf, storeBackedInstance, type Guard, type GuardContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
+import { createAuditWriter, type AuditWriter } from "./audit-log.js";
+import { auditInterceptor, authorizationInterceptor } from "./guard.js";
+import { localIdSource, type IdSource } from "./ids.js";
+import { openSecurityStore } from "./open-store.js";
+import { createSecurityCore, type SecurityCore } from "./security-core.js";
+import { createSecurityService } from "./security-service.js";
+import { SECURITY_PORTS, securityModuleSettings } from "./settings.js";
+import type { SecurityStore } from "./store/security-store.js";
+
+export interface SecurityModuleOptions {
+  /** A store opened by the caller (tests), which the module then owns; default: from REDIS_URL, on the process's Redis. */
+  store?: SecurityStore;
+  now?: () => number;
+  /** Where a generated super-user password is shown, once (default: stdout). */
+  announce?: (text: string) => void;
+  /** Audit entry ids (default: a Snowflake of @gov/idgen made by the module). */
+  ids?: IdSource;
+}
+
+type Settings = ReturnType<typeof loadSettings<typeof securityModuleSettings>>;
+
+/** What the guard of this process reuses from a local security module. */
+interface SecurityParts {
+  core: SecurityCore;
+  writer: AuditWriter;
+  ids: IdSource;
+}
+const partsOf = new WeakMap<ModuleInstance, SecurityParts>();
+
+async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"] }, options: SecurityModuleOptions) {
+  const core = await createSecurityCore({
+    store,
+    logger: ctx.logger,
+    now: options.now,
+    settings: {
+      superUsername: settings.superUsername,
+      superPassword: settings.superPassword,
+      enforceInitSuperUser: settings.enforceInitSuperUser ?? settings.superInit,
+      jwtSecret: settings.jwtSecret ?? settings.securityKey,
+      accessValidity: settings.accessValidity,
+      refreshValidity: settings.refreshValidity,
+      maxFailures: settings.maxFailures,
+      lockDuration: settings.lockDuration,
+    },
+  });
+  const writer = createAuditWriter(store, settings.auditMaxEntries, ctx.logger);
+  return { core, writer, ids: options.ids ?? localIdSource() };
+}
+
+/**
+ * The security service as a module of a process: login, users, roles and the audit log, stored in the system namespace.
+ * Its guard ({@link createSecurityGuard}) is what enforces them, in every process that runs a service.
+ */
+export function createSecurityModule(options: SecurityModuleOptions = {}): ServiceModule<typeof securityModuleSettings> {
+  return {
+    name: "security",
+    services: [SecurityService],
+    settings: securityModuleSettings,
+    ports: SECURITY_PORTS,
+    limits: () => ({ maxRequestBytes: 256 * 1024 }),
+    async create(ctx) {
+      const { settings } = ctx;
+      const store = options.store ?? (await openSecurityStore(settings, sharedRedisOf(ctx)));
+      let parts: SecurityParts;
+      try {
+        parts = await openParts(store, settings, ctx, options);
+        await parts.core.initSuperUser(options.announce ?? ((text) => process.stdout.write(`${text}\n`)));
+      } catch (err) {
+        await store.close();
+        throw err;
+      }
+      const impl = createSecurityService({ core: parts.core, store, audit: parts.writer, namespaceRule: { requireHashTag: settings.requireHashTag }, now: options.now });
+      const base = storeBackedInstance({ impls: [{ service: SecurityService, impl }], store, redis: options.store ? undefined : ctx.redis, redisUrl: settings.redisUrl });
+      const instance: ModuleInstance = {
+        ...base,
+        async close() {
+          parts.core.close();
+          await parts.writer.close(); // every recorded entry reaches the store before it closes
+          await base.close();
+        },
+      };
+      partsOf.set(instance, parts);
+      return instance;
+    },
+  };
+}
+
+/** The security module as `npm start` runs it. */
+export const securityModule = createSecurityModule();
+
+/**
+ * The process guard (`ProcessOptions.guard`): the audit and authorization interceptors in front of every service of
+ * the process, on every transport. It uses the local security module when there is one; a process without it (a
+ * config service on its own) reads the same users and roles from the shared Redis.
+ */
+export function createSecurityGuard(options: SecurityModuleOptions = {}) {
+  return async (ctx: GuardContext): Promise<Guard> => {
+    const settings = loadSettings(securityModuleSettings, ctx.sources);
+    if (!settings.enabled) {
+      const line = "SECURITY IS OFF (gov.security.enabled=false): every endpoint is open to everyone and nothing is audited";
+      ctx.logger.warn(line);
+      return { interceptors: [], notices: [`!!! ${line}`], close: async () => {} };
+    }
+    const local = ctx.instanceOf("security");
+    let parts = local && partsOf.get(local);
+    let close = async () => {};
+    if (!parts) {
+      if (!ctx.redis && !options.store) {
+        throw new Error("the security service runs elsewhere (gov.security-service.url) but this process has no REDIS_URL: it needs the shared Redis to check tokens and roles (or set gov.security.enabled=false)");
+      }
+      const store = options.store ?? (await openSecurityStore(settings, ctx.redis && ctx.subscriber ? { client: ctx.redis, kind: ctx.redisKind ?? "redis", hub: ctx.subscriber } : undefined));
+      const own = await openParts(store, settings, ctx, options);
+      parts = own;
+      close = async () => {
+        own.core.close();
+        await own.writer.close();
+        await store.close();
+      };
+    }
+    return {
+      interceptors: [auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }), authorizationInterceptor(parts.core)],
+      notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login (audit: ${settings.auditAction})`],
+      close,
+    };
+  };
+}
+
+/** The guard as `npm start` installs it. */
+export const securityGuard = createSecurityGuard();

@@ -1,0 +1,88 @@
+import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
+
+const copyUser = (u: UserRecord): UserRecord => ({ ...u, roles: [...u.roles] });
+const copyRole = (r: RoleRecord): RoleRecord => ({ ...r, bindings: r.bindings.map((b) => ({ ...b })) });
+
+/** The embedded store (contract §1): the same behaviour as Redis, in this process, for trying the product and tests. */
+export function createMemorySecurityStore(): SecurityStore {
+  const users = new Map<string, UserRecord>();
+  const roles = new Map<string, RoleRecord>();
+  let audit: AuditRecord[] = []; // oldest first
+  let key: string | undefined;
+  const listeners = new Set<(change: SecurityChange) => void>();
+  const announce = (change: SecurityChange) => {
+    for (const l of listeners) l(change);
+  };
+  return {
+    kind: "embedded",
+    async getUser(username) {
+      const u = users.get(username);
+      return u && copyUser(u);
+    },
+    async listUsers() {
+      return [...users.values()].map(copyUser);
+    },
+    async addUser(user) {
+      if (users.has(user.username)) return false;
+      users.set(user.username, copyUser(user));
+      announce({ kind: "user", name: user.username });
+      return true;
+    },
+    async updateUser(username, patch: UserPatch) {
+      const u = users.get(username);
+      if (!u) return false;
+      users.set(username, copyUser({ ...u, ...patch }));
+      announce({ kind: "user", name: username });
+      return true;
+    },
+    async removeUser(username) {
+      if (!users.delete(username)) return false;
+      announce({ kind: "user", name: username });
+      return true;
+    },
+    async recordFailure(username, maxFailures, lockUntil) {
+      const u = users.get(username);
+      if (!u) return;
+      u.failures++;
+      if (u.failures >= maxFailures) {
+        u.failures = 0;
+        u.lockedUntil = lockUntil;
+      }
+      announce({ kind: "user", name: username });
+    },
+    async getRole(name) {
+      const r = roles.get(name);
+      return r && copyRole(r);
+    },
+    async listRoles() {
+      return [...roles.values()].map(copyRole);
+    },
+    async putRole(role) {
+      roles.set(role.name, copyRole(role));
+      announce({ kind: "role", name: role.name });
+    },
+    async removeRole(name) {
+      if (!roles.delete(name)) return false;
+      announce({ kind: "role", name });
+      return true;
+    },
+    async appendAudit(entries, maxEntries) {
+      audit.push(...entries.map((e) => ({ ...e })));
+      if (audit.length > maxEntries) audit = audit.slice(audit.length - maxEntries);
+    },
+    async readAudit() {
+      return audit.map((e) => ({ ...e })).reverse();
+    },
+    async jwtKey(candidate) {
+      key ??= candidate;
+      return key;
+    },
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      listeners.clear();
+    },
+  };
+}
