@@ -67,7 +67,8 @@ export function createSecurityModule(options: SecurityModuleOptions = {}): Servi
       let parts: SecurityParts;
       try {
         parts = await openParts(store, settings, ctx, options);
-        await parts.core.initSuperUser(options.announce ?? ((text) => process.stdout.write(`${text}\n`)));
+        // With security off nobody logs in: the super user is made (and its password shown) when it is turned on.
+        if (settings.enabled) await parts.core.initSuperUser(options.announce ?? announceOnStdout(ctx.logger));
       } catch (err) {
         await store.close();
         throw err;
@@ -86,6 +87,14 @@ export function createSecurityModule(options: SecurityModuleOptions = {}): Servi
       return instance;
     },
   };
+}
+
+/**
+ * The generated super-user password, once, on stdout (contract §7): as text at a terminal, else as one JSON log line,
+ * so that a log collector reading stdout still gets JSON lines (and the operator finds it in the logs).
+ */
+function announceOnStdout(logger: GuardContext["logger"]): (text: string) => void {
+  return (text) => (process.stdout.isTTY ? process.stdout.write(`${text}\n`) : logger.warn(text.trim().replace(/\s*\n[=\s]*/g, " | ").replace(/^[=|\s]+|[=|\s]+$/g, "")));
 }
 
 /** The security module as `npm start` runs it. */
