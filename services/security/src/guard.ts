@@ -48,7 +48,8 @@ export function resourceOf(rule: MethodRule, message: unknown): string {
   const fields = message as Record<string, unknown>;
   return rule.template.replace(/\{([a-z_][a-z0-9_]*)\}/g, (_, name: string) => {
     const value = fields[name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())];
-    return value === undefined ? `{${name}}` : encodeURIComponent(String(value));
+    // readable (`{dev}` stays `{dev}`) yet one segment: only what would end or split it is escaped
+    return value === undefined ? `{${name}}` : String(value).replace(/[%/?#\s\u0000-\u001f\u007f]/g, encodeURIComponent);
   });
 }
 
