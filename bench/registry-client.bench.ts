@@ -28,7 +28,7 @@ process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")));
 function startRegistry(env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], {
     cwd: root,
-    env: { ...process.env, NODE_OPTIONS: process.env.NODE_OPTIONS ?? "--conditions=@gov/source", PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", ...env },
+    env: { ...process.env, NODE_OPTIONS: process.env.NODE_OPTIONS ?? "--conditions=@gov/source", PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", GOV_LOG_LEVEL: "warn", GOV_SECURITY_ENABLED: "false", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   running.add(child);

@@ -1,6 +1,6 @@
 import { getOption, type DescMethod } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { http } from "@gov/api";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
@@ -81,15 +81,16 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown): vo
 }
 
 /** Checks every message of a request stream (a keepalive's, an import's) as it arrives. */
-async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>, seen: (m: unknown) => void): AsyncIterable<unknown> {
+async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
   for await (const m of messages) {
     authorize(rule, principal, m);
-    seen(m);
     yield m;
   }
 }
 
 export interface Authenticator {
+  /** Synchronous answer from the caches, or undefined. */
+  cachedPrincipal(header: string | null): Principal | undefined;
   authenticate(header: string | null): Promise<Principal>;
 }
 
@@ -100,16 +101,28 @@ export interface Authenticator {
  * caller is then in the handler's context (`callerOf(ctx)`).
  */
 export function authorizationInterceptor(auth: Authenticator): Interceptor {
-  return (next) => async (req) => {
+  return (next) => (req) => {
     const rule = ruleOf(req.method);
     if (rule.access === Access.PUBLIC) return next(req);
-    const principal = await auth.authenticate(req.header.get("authorization"));
-    req.contextValues.set(principalKey, principal);
-    if (!req.stream) {
-      authorize(rule, principal, req.message);
-      return next(req);
+    const header = req.header.get("authorization");
+    const pass = (principal: Principal) => {
+      req.contextValues.set(principalKey, principal);
+      if (!req.stream) {
+        authorize(rule, principal, req.message);
+        return next(req);
+      }
+      return next({ ...req, message: authorizedStream(rule, principal, req.message) as typeof req.message });
+    };
+    // The hot path (token and user cached) costs no promise of its own.
+    const cached = auth.cachedPrincipal(header);
+    if (cached) {
+      try {
+        return pass(cached);
+      } catch (err) {
+        return Promise.reject(err);
+      }
     }
-    return next({ ...req, message: authorizedStream(rule, principal, req.message, () => {}) as typeof req.message });
+    return auth.authenticate(header).then(pass);
   };
 }
 
@@ -121,9 +134,12 @@ const selects = (selection: AuditSelection, read: boolean) => selection === "rw"
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
-  return (next) => async (req) => {
+  return (next) => (req) => {
     const rule = ruleOf(req.method);
-    if (!selects(opts.selection, rule.read)) return next(req);
+    if (!selects(opts.selection, rule.read)) return next(req); // no promise of its own for unrecorded calls
+    return recorded(next, req, rule);
+  };
+  async function recorded<R extends UnaryRequest | StreamRequest>(next: (req: R) => Promise<UnaryResponse | StreamResponse>, req: R, rule: MethodRule) {
     let first: unknown = req.stream ? undefined : req.message;
     const request = req.stream
       ? {
@@ -136,10 +152,11 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
           })(req.message),
         }
       : req;
-    const record = async (status: number, msg: string) => {
+    /** Queues the entry; a promise only when the writer's queue is full (then the call waits for it to drain). */
+    const record = (status: number, msg: string): Promise<void> | undefined => {
       const ip = req.header.get("x-forwarded-for")?.split(",")[0]?.trim() ?? "";
       const principal = req.contextValues.get(principalKey);
-      const wait = opts.writer.record({
+      return opts.writer.record({
         id: opts.ids.nextId(),
         // a login's operator is the user it is for (there is no principal yet)
         operator: principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""),
@@ -150,17 +167,17 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
         msg,
         opTime: now(),
       });
-      if (wait) await wait;
     };
     let res;
     try {
-      res = await next(request as typeof req);
+      res = await next(request as R);
     } catch (err) {
       const e = ConnectError.from(err);
       await record(codeToHttpStatus(e.code), e.rawMessage);
       throw err;
     }
-    await record(200, "");
+    const full = record(200, "");
+    if (full) await full;
     return res;
-  };
+  }
 }

@@ -80,6 +80,19 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     tokens,
     superUsername: settings.superUsername,
 
+    /**
+     * The caller when both its token and its user are cached and valid (the common case, answered without a promise);
+     * undefined sends the caller to {@link authenticate}.
+     */
+    cachedPrincipal(header: string | null): Principal | undefined {
+      if (header === null || header.length < 8 || !/^bearer /i.test(header)) return undefined;
+      const hit = verified.get(header.slice(7).trim());
+      if (hit === undefined || hit.expiresAt <= now()) return undefined;
+      const entry = principals.get(hit.username);
+      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now()))) return undefined;
+      return entry.principal;
+    },
+
     /** The caller of an `authorization` header value (`Bearer <accessToken>`), or unauthenticated (401). */
     async authenticate(header: string | null): Promise<Principal> {
       if (!header) throw unauthenticated("no access token: log in (POST /v1/authenticate/{username}/login) and send Authorization: Bearer <accessToken>");

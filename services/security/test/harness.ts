@@ -61,12 +61,12 @@ export async function startSecure(target: { name: string; url?: string }, env: R
   const rest: SecureProcess["rest"] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;
-    let body: string | Buffer | undefined;
+    let body: string | Uint8Array | undefined;
     if (opts.body !== undefined) {
       body = typeof opts.body === "string" || Buffer.isBuffer(opts.body) ? opts.body : JSON.stringify(opts.body);
       headers["content-type"] ??= typeof opts.body === "string" ? "text/plain" : "application/json";
     }
-    const res = await fetch(`${urls.url}${path}`, { method, headers, body });
+    const res = await fetch(`${urls.url}${path}`, { method, headers, body: body as BodyInit | undefined });
     const text = await res.text();
     let parsed: unknown;
     try {

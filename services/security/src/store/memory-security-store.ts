@@ -8,6 +8,7 @@ export function createMemorySecurityStore(): SecurityStore {
   const users = new Map<string, UserRecord>();
   const roles = new Map<string, RoleRecord>();
   let audit: AuditRecord[] = []; // oldest first
+  let kept = Number.MAX_SAFE_INTEGER;
   let key: string | undefined;
   const listeners = new Set<(change: SecurityChange) => void>();
   const announce = (change: SecurityChange) => {
@@ -67,11 +68,13 @@ export function createMemorySecurityStore(): SecurityStore {
       return true;
     },
     async appendAudit(entries, maxEntries) {
-      audit.push(...entries.map((e) => ({ ...e })));
-      if (audit.length > maxEntries) audit = audit.slice(audit.length - maxEntries);
+      for (const e of entries) audit.push({ ...e });
+      // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.
+      if (audit.length > maxEntries + Math.max(1000, maxEntries >> 3)) audit = audit.slice(audit.length - maxEntries);
+      kept = maxEntries;
     },
     async readAudit() {
-      return audit.map((e) => ({ ...e })).reverse();
+      return audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse();
     },
     async jwtKey(candidate) {
       key ??= candidate;
