@@ -6,13 +6,18 @@
  * - config PUT with the audit log on `rw` against security off: target ≤ 15 % less (embedded and Redis);
  * - login cost: scrypt verifications per second on one core.
  *
+ * Servers run from the production build when `npm run build` made one (BENCH_RUNNER=tsx: from the sources).
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 3 minutes).
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { startRedis } from "@gov/testkit";
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, DURATION, load, measure, NS, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, DURATION, load, measure, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
 
 const PASSWORD = "bench-root-password";
+/** The production build (`npm run build` first) when present, as it runs in production; else the sources through tsx. */
+const DIST = existsSync(join(root, "apps/dist/main.js")) && process.env.BENCH_RUNNER !== "tsx";
 const path = `/v1/namespaces/${NS}/configs/app.yaml`;
 
 /** A user bound `rw` on the benchmark's namespace (not the super user, who skips RBAC), logged in. */
@@ -45,7 +50,7 @@ async function main() {
   const servers: Server[] = [];
   try {
     const start = async (env: Record<string, string>) => {
-      const s = await startServer("apps/main.ts", { GOV_SUPER_PASSWORD: PASSWORD, ...env });
+      const s = DIST ? await startServer("apps/dist/main.js", { GOV_SUPER_PASSWORD: PASSWORD, ...env }, false, "dist") : await startServer("apps/main.ts", { GOV_SUPER_PASSWORD: PASSWORD, ...env });
       servers.push(s);
       return s;
     };
@@ -75,6 +80,7 @@ async function main() {
     ]);
     const login = await loginCost();
 
+    console.log(`Servers run from ${DIST ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
     console.log(`Security benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${DURATION} s per row (medians; ratio = median of per-round`);
     console.log("ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).\n");
     console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | req/s per round |");

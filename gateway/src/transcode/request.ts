@@ -105,7 +105,9 @@ function textBody(req: FastifyRequest, field: DescField): string {
 }
 
 /** A body field that is raw text (a config's content) rather than JSON (e.g. a list of role names). */
-export const isTextField = (field: DescField) => field.fieldKind === "scalar" && field.scalar === ScalarType.STRING;
+export function isTextField(field: DescField): boolean {
+  return field.fieldKind === "scalar" && field.scalar === ScalarType.STRING;
+}
 
 /** A JSON body that is one field's value (`body: "role_names"` takes `["dev"]`). */
 function jsonFieldBody(req: FastifyRequest, schema: DescMessage, field: DescField): Message {
