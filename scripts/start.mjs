@@ -16,6 +16,7 @@ const ENTRIES = {
   gateway: "apps/dist/main.js",
   config: "services/config/dist/main.js",
   registry: "services/registry/dist/main.js",
+  security: "services/security/dist/main.js",
 };
 
 /** The newest change below `dir`: files, and folders too (deleting or renaming a source file changes its folder). */

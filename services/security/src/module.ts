@@ -118,7 +118,7 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
     let close = async () => {};
     if (!parts) {
       if (!ctx.redis && !options.store) {
-        throw new Error("the security service runs elsewhere (gov.security-service.url) but this process has no REDIS_URL: it needs the shared Redis to check tokens and roles (or set gov.security.enabled=false)");
+        throw new Error("this process does not run the security service and has no REDIS_URL: it needs the shared Redis to check tokens and roles against the users of the security service (set REDIS_URL, or gov.security.enabled=false)");
       }
       const store = options.store ?? (await openSecurityStore(settings, ctx.redis && ctx.subscriber ? { client: ctx.redis, kind: ctx.redisKind ?? "redis", hub: ctx.subscriber } : undefined));
       const own = await openParts(store, settings, ctx, options);

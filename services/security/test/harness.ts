@@ -35,6 +35,8 @@ export async function openSecurityStoreOn(url: string | undefined, namespace: st
 
 export interface SecureProcess {
   proc: BuiltProcess;
+  /** Its system namespace (users, roles, audit log, JWT key). */
+  system: string;
   url: string;
   grpcUrl: string;
   /** REST call with an optional bearer token; JSON body unless a string/Buffer. */
@@ -45,7 +47,7 @@ export interface SecureProcess {
 
 /** Config, registry and security modules with the guard on, as `npm start` runs them, listening on free ports. */
 export async function startSecure(target: { name: string; url?: string }, env: Record<string, string> = {}, options: { now?: () => number } = {}): Promise<SecureProcess> {
-  const system = systemNs();
+  const system = env.GOV_NAMESPACE_SYSTEM ?? systemNs();
   const security = await openSecurityStoreOn(target.url, system, target.name);
   const config = target.url ? createRedisConfigStore(await connectRedis(target.url), { maxVersions: 10, kind: target.name as "redis" }) : createMemoryConfigStore({ maxVersions: 10 });
   const registry = target.url ? await createRedisRegistryStore(await connectRedis(target.url), { kind: target.name as "redis" }) : createMemoryRegistryStore();
@@ -78,6 +80,7 @@ export async function startSecure(target: { name: string; url?: string }, env: R
   };
   return {
     proc,
+    system,
     url: urls.url,
     grpcUrl: urls.grpcUrl!,
     rest,

@@ -207,3 +207,55 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
     });
   });
 }
+
+// The split shape: a config service on its own checks the tokens the security service (another process) issued,
+// against the users, roles and JWT key they share in Redis.
+for (const target of securityTargets().filter((t) => t.name === "redis")) {
+  describe.skipIf(target.skip)("a service without the security module, on the shared Redis", () => {
+    let security: SecureProcess;
+    let config: Awaited<ReturnType<typeof startConfigOnly>>;
+    const startConfigOnly = async (system: string) => {
+      const { buildProcess, createLogger } = await import("@gov/service-kit");
+      const { createConfigModule } = await import("@gov/config-service");
+      const { createSecurityGuard } = await import("../src/module.js");
+      const proc = await buildProcess({
+        name: "test-config-only",
+        modules: [createConfigModule()],
+        guard: createSecurityGuard(),
+        sources: { file: {}, env: { REDIS_URL: target.url!, GOV_NAMESPACE_SYSTEM: system, GOV_CONFIG_SERVICE_PORT: "0", GOV_CONFIG_SERVICE_GRPC_PORT: "0", GOV_SHUTDOWN_GRACE: "2s" } },
+        logger: createLogger("test", "silent"),
+      });
+      const urls = await proc.listen({ managementPort: 0, host: "127.0.0.1" });
+      return { proc, url: urls.url, grpcUrl: urls.grpcUrl! };
+    };
+    beforeAll(async () => {
+      security = await startSecure(target, { REDIS_URL: target.url! });
+      config = await startConfigOnly(security.system);
+    });
+    afterAll(async () => {
+      await config?.proc.shutdown();
+      await security?.close();
+    });
+
+    it("accepts the security service's tokens, refuses what RBAC refuses, and follows a lock at once", async () => {
+      const root = (await security.login("root", ROOT_PASSWORD)).accessToken;
+      const dev = ns("dev");
+      expect((await security.rest("PUT", `/v1/roles/split`, { token: root, body: { resourceActionBind: [{ namespace: dev, action: "r" }] } })).body).toBe(true);
+      expect((await security.rest("POST", "/v1/users/ivy", { token: root, body: { password: "ivy-pass" } })).body).toBe(true);
+      expect((await security.rest("PATCH", "/v1/users/ivy/role", { token: root, body: ["split"] })).body).toBe(true);
+      const ivy = (await security.login("ivy", "ivy-pass")).accessToken;
+      const [rootClient] = clientsOf(ConfigService, config, root);
+      expect((await rootClient.client.setConfig({ namespace: dev, configId: "a", data: "a" })).changed).toBe(true);
+      for (const { name, client } of clientsOf(ConfigService, config, ivy)) {
+        expect((await client.getConfig({ namespace: dev, configId: "a" })).config?.data, name).toBe("a");
+        expect(await codeOf(client.setConfig({ namespace: dev, configId: "a", data: "b" })), name).toBe("PermissionDenied");
+      }
+      for (const { name, client } of clientsOf(ConfigService, config)) expect(await codeOf(client.getConfig({ namespace: dev, configId: "a" })), name).toBe("Unauthenticated");
+      expect((await security.rest("PUT", "/v1/users/ivy/lock", { token: root })).body).toBe(true);
+      // the lock reaches the other process through the change feed
+      await expect
+        .poll(async () => codeOf(clientsOf(ConfigService, config, ivy)[0].client.getConfig({ namespace: dev, configId: "a" })), { timeout: 5000, interval: 50 })
+        .toBe("Unauthenticated");
+    });
+  });
+}
