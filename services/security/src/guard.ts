@@ -18,7 +18,8 @@ interface MethodRule {
   /** REST method and path template of its http rule (the audit log's action and resource). */
   httpMethod: string;
   template: string;
-  pathFields: string[];
+  /** The template cut at its variables: literal, field local name, literal, … (built once). */
+  parts: string[];
 }
 
 const rules = new Map<DescMethod, MethodRule>();
@@ -35,22 +36,29 @@ export function ruleOf(method: DescMethod): MethodRule {
       namespaced: method.input.fields.some((f) => f.name === "namespace" && f.fieldKind === "scalar"),
       httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
       template,
-      pathFields: [...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map((m) => m[1]),
+      parts: template.split(/\{([a-z_][a-z0-9_]*)\}/).map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
     };
     rules.set(method, rule);
   }
   return rule;
 }
 
+/** Path characters that would end or split a segment; everything else stays readable (`{dev}` stays `{dev}`). */
+const SEGMENT_BREAKERS = /[%/?#\s\u0000-\u001f\u007f]/g;
+
 /** The REST path of a call: its rule's template with the request's values (for an RPC without a rule, its RPC path). */
 export function resourceOf(rule: MethodRule, message: unknown): string {
-  if (rule.pathFields.length === 0 || message === undefined) return rule.template;
+  const { parts } = rule;
+  if (parts.length === 1 || message === undefined) return rule.template;
   const fields = message as Record<string, unknown>;
-  return rule.template.replace(/\{([a-z_][a-z0-9_]*)\}/g, (_, name: string) => {
-    const value = fields[name.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())];
-    // readable (`{dev}` stays `{dev}`) yet one segment: only what would end or split it is escaped
-    return value === undefined ? `{${name}}` : String(value).replace(/[%/?#\s\u0000-\u001f\u007f]/g, encodeURIComponent);
-  });
+  let out = parts[0];
+  for (let i = 1; i < parts.length; i += 2) {
+    const value = fields[parts[i]];
+    const text = value === undefined ? `{${parts[i]}}` : String(value);
+    SEGMENT_BREAKERS.lastIndex = 0;
+    out += (SEGMENT_BREAKERS.test(text) ? text.replace(SEGMENT_BREAKERS, encodeURIComponent) : text) + parts[i + 1];
+  }
+  return out;
 }
 
 const denied = (message: string) => new ConnectError(message, Code.PermissionDenied);
