@@ -109,16 +109,21 @@ export function isTextField(field: DescField): boolean {
   return field.fieldKind === "scalar" && field.scalar === ScalarType.STRING;
 }
 
-/** A JSON body that is one field's value (`body: "role_names"` takes `["dev"]`). */
-function jsonFieldBody(req: FastifyRequest, schema: DescMessage, field: DescField): Message {
+/** The body parsed as JSON; undefined when there is none. */
+function parsedBody(req: FastifyRequest): JsonValue | undefined {
   const raw = req.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) throw invalid(`the request body is empty: send the ${field.jsonName} as JSON`);
-  let json: JsonValue;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return undefined;
   try {
-    json = JSON.parse(raw.toString("utf8")) as JsonValue;
+    return JSON.parse(raw.toString("utf8")) as JsonValue;
   } catch (err) {
     throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})`);
   }
+}
+
+/** A JSON body that is one field's value (`body: "role_names"` takes `["dev"]`). */
+function jsonFieldBody(req: FastifyRequest, schema: DescMessage, field: DescField): Message {
+  const json = parsedBody(req);
+  if (json === undefined) throw invalid(`the request body is empty: send the ${field.jsonName} as JSON`);
   try {
     return fromJson(schema, { [field.jsonName]: json });
   } catch (err) {
@@ -127,14 +132,8 @@ function jsonFieldBody(req: FastifyRequest, schema: DescMessage, field: DescFiel
 }
 
 function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
-  const raw = req.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) return create(schema);
-  let json: JsonValue;
-  try {
-    json = JSON.parse(raw.toString("utf8")) as JsonValue;
-  } catch (err) {
-    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})`);
-  }
+  const json = parsedBody(req);
+  if (json === undefined) return create(schema);
   try {
     return fromJson(schema, json);
   } catch (err) {
