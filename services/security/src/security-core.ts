@@ -167,7 +167,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       } else {
         logger.info({ username: name }, "super user created");
       }
-      if (!settings.superPassword) announce(superUserBanner(name, password));
+      if (!settings.superPassword) announce(superUserBanner(name, password, existing ? "reset" : "created"));
     },
 
     close() {
@@ -178,12 +178,12 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
 
 export type SecurityCore = Awaited<ReturnType<typeof createSecurityCore>>;
 
-function superUserBanner(name: string, password: string): string {
+function superUserBanner(name: string, password: string, done: "created" | "reset"): string {
   const body = JSON.stringify({ password });
   return [
     "",
     "=".repeat(72),
-    `Super user "${name}" created with the password: ${password}`,
+    `Super user "${name}" ${done} with the password: ${password}`,
     "It is shown this once. Log in (replace the address with yours):",
     `  TOKEN=$(curl -s -X POST -d '${body}' http://localhost:8080/v1/authenticate/${name}/login | jq -r .accessToken)`,
     `  curl -H "Authorization: Bearer $TOKEN" http://localhost:8080/v1/users`,

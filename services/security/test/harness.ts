@@ -46,16 +46,21 @@ export interface SecureProcess {
 }
 
 /** Config, registry and security modules with the guard on, as `npm start` runs them, listening on free ports. */
-export async function startSecure(target: { name: string; url?: string }, env: Record<string, string> = {}, options: { now?: () => number } = {}): Promise<SecureProcess> {
+export async function startSecure(
+  target: { name: string; url?: string },
+  env: Record<string, string> = {},
+  options: { now?: () => number; announce?: (text: string) => void; securityStore?: SecurityStore } = {},
+): Promise<SecureProcess> {
   const system = env.GOV_NAMESPACE_SYSTEM ?? systemNs();
-  const security = await openSecurityStoreOn(target.url, system, target.name);
+  const security = options.securityStore ?? (await openSecurityStoreOn(target.url, system, target.name));
   const config = target.url ? createRedisConfigStore(await connectRedis(target.url), { maxVersions: 10, kind: target.name as "redis" }) : createMemoryConfigStore({ maxVersions: 10 });
   const registry = target.url ? await createRedisRegistryStore(await connectRedis(target.url), { kind: target.name as "redis" }) : createMemoryRegistryStore();
   const proc = await buildProcess({
     name: "test-security",
-    modules: [createConfigModule({ store: await config }), createRegistryModule({ store: registry }), createSecurityModule({ store: security, now: options.now, announce: () => {} })],
+    modules: [createConfigModule({ store: await config }), createRegistryModule({ store: registry }), createSecurityModule({ store: security, now: options.now, announce: options.announce ?? (() => {}) })],
     gateway: restGateway,
     guard: createSecurityGuard({ now: options.now }),
+    // GOV_SUPER_PASSWORD: "" leaves it unset (a generated one)
     sources: { file: {}, env: { GOV_SUPER_PASSWORD: ROOT_PASSWORD, GOV_SHUTDOWN_GRACE: "2s", GOV_NAMESPACE_SYSTEM: system, ...env } },
     logger,
   });
