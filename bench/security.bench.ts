@@ -82,11 +82,12 @@ async function main() {
 
     console.log(`Servers run from ${DIST ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
     console.log(`Security benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${DURATION} s per row (medians; ratio = median of per-round`);
-    console.log("ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).\n");
+    console.log("ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).");
+    console.log("CPU/req: the server's CPU time per request, plus Redis's where Redis is used (server + Redis).\n");
     console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | req/s per round |");
     console.log("|---|---|---|---|---|---|---|---|");
     for (const r of results) {
-      const cells = [r.name, r.method, fmt(r.rps), `${r.p99.toFixed(1)} ms`, r.ratio.toFixed(2), `${r.cpu.toFixed(0)} µs`, r.cpuRatio.toFixed(2), r.rounds.map(fmt).join(", ")];
+      const cells = [r.name, r.method, fmt(r.rps), `${r.p99.toFixed(1)} ms`, r.ratio.toFixed(2), `${r.cpu.toFixed(0)} µs${r.cpuParts.length > 1 ? ` (${r.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""}`, r.cpuRatio.toFixed(2), r.rounds.map(fmt).join(", ")];
       console.log(`| ${cells.join(" | ")} |`);
     }
     console.log(`\nLogin (scrypt N=2^14, r=8): ${login.ms.toFixed(1)} ms per verification, ${login.perSecond.toFixed(0)} logins/s per core\n`);
