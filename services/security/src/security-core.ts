@@ -43,7 +43,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   const secret = settings.jwtSecret ?? (await store.jwtKey(generateJwtKey()));
   const tokens: Tokens = createTokens(secret, { accessMs: settings.accessValidity, refreshMs: settings.refreshValidity }, now);
 
-  const verified = new Map<string, { username: string; expiresAt: number }>();
+  const verified = new Map<string, { username: string; expiresAt: number; issuedAt: number }>();
   /** username → its principal, or null for "no such user"; lock state checked per use (it expires by itself). */
   const principals = new Map<string, { principal: Principal; user: UserRecord } | null>();
   let cacheTrusted = true;
@@ -68,11 +68,12 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     return entry;
   };
 
-  /** The user a still-valid login belongs to, read again: deleted and locked users are refused. */
-  const currentUser = async (username: string) => {
+  /** The user a still-valid login belongs to, read again: deleted and locked users are refused, and old sessions. */
+  const currentUser = async (username: string, issuedAt: number) => {
     const entry = await loadPrincipal(username);
     if (!entry) throw unauthenticated(`user ${JSON.stringify(username)} no longer exists: log in as another user`);
     if (username !== settings.superUsername && isLocked(entry.user, now())) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it`);
+    if (issuedAt < (entry.user.tokensAfter ?? 0)) throw unauthenticated("the password changed after this token was issued: log in again");
     return entry;
   };
 
@@ -89,7 +90,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       const hit = verified.get(header.slice(7).trim());
       if (hit === undefined || hit.expiresAt <= now()) return undefined;
       const entry = principals.get(hit.username);
-      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now()))) return undefined;
+      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now())) || hit.issuedAt < (entry.user.tokensAfter ?? 0)) return undefined;
       return entry.principal;
     },
 
@@ -104,14 +105,14 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
         if (hit) verified.delete(token);
         try {
           const v = await tokens.verify(token, "access");
-          hit = { username: v.username, expiresAt: v.expiresAt };
+          hit = { username: v.username, expiresAt: v.expiresAt, issuedAt: v.issuedAt };
         } catch (err) {
           throw err instanceof TokenRefused ? unauthenticated(err.message) : err;
         }
         if (verified.size >= TOKEN_CACHE_SIZE) verified.clear();
         verified.set(token, hit);
       }
-      return (await currentUser(hit.username)).principal;
+      return (await currentUser(hit.username, hit.issuedAt)).principal;
     },
 
     async login(username: string, password: string) {
@@ -145,7 +146,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       const access = await verify(accessToken, "access");
       if (refresh.aid !== access.jti || refresh.username !== access.username) throw unauthenticated("the refresh token does not belong to this access token: log in again");
       if (access.username !== username) throw unauthenticated(`these tokens belong to another user than ${JSON.stringify(username)}`);
-      await currentUser(username);
+      await currentUser(username, refresh.issuedAt);
       return tokens.issue(username);
     },
 
@@ -160,7 +161,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       const password = settings.superPassword ?? generatePassword();
       const hashed = await hashPassword(password);
       if (existing) {
-        await store.updateUser(name, { ...hashed, locked: false, lockedUntil: 0, failures: 0 });
+        await store.updateUser(name, { ...hashed, locked: false, lockedUntil: 0, failures: 0, tokensAfter: Math.floor(now() / 1000) });
         logger.warn({ username: name }, "super user re-initialized (gov.security.enforce-init-super-user)");
       } else if (!(await store.addUser({ username: name, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 }))) {
         return; // another replica created it at the same time (and printed its password)

@@ -82,7 +82,8 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       if (needsOld && (req.oldPassword === "" || !(await verifyPassword(req.oldPassword, user)))) {
         throw new ConnectError("oldPassword is wrong: send the current password to change it", Code.PermissionDenied);
       }
-      const changed = await store.updateUser(req.username, await hashPassword(req.newPassword));
+      // sessions issued before the change end (a stolen token or password stops working)
+      const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), tokensAfter: Math.floor(now() / 1000) });
       if (!changed) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
       return { changed };
     },

@@ -10,6 +10,8 @@ export interface VerifiedToken {
   aid?: string;
   /** epoch ms */
   expiresAt: number;
+  /** epoch s (the `iat` claim) */
+  issuedAt: number;
 }
 
 /** Why a token was refused, for the 401's message (never which part of a signature failed). */
@@ -56,8 +58,8 @@ export function createTokens(secret: string, validity: { accessMs: number; refre
       throw new TokenRefused(`the ${use} token is not valid: log in again`);
     }
     if (payload.use !== use) throw new TokenRefused(`a ${String(payload.use ?? "foreign")} token was sent where the ${use} token is expected`);
-    if (typeof payload.sub !== "string" || typeof payload.jti !== "string" || typeof payload.exp !== "number") throw new TokenRefused(`the ${use} token is not valid: log in again`);
-    return { username: payload.sub, jti: payload.jti, aid: typeof payload.aid === "string" ? payload.aid : undefined, expiresAt: payload.exp * 1000 };
+    if (typeof payload.sub !== "string" || typeof payload.jti !== "string" || typeof payload.exp !== "number" || typeof payload.iat !== "number") throw new TokenRefused(`the ${use} token is not valid: log in again`);
+    return { username: payload.sub, jti: payload.jti, aid: typeof payload.aid === "string" ? payload.aid : undefined, expiresAt: payload.exp * 1000, issuedAt: payload.iat };
   };
   return { issue, verify };
 }

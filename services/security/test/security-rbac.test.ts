@@ -193,6 +193,24 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect([gone.status, gone.body.message]).toEqual([401, expect.stringContaining("no longer exists")]);
     });
 
+    it("a password change ends the sessions issued before it (access and refresh)", async () => {
+      await addUser("jack", "jack-pass");
+      const old = await p.login("jack", "jack-pass");
+      expect((await p.rest("PATCH", "/v1/users/jack/password", { token: old.accessToken, body: { oldPassword: "jack-pass", newPassword: "jack-pass-2" } })).status).toBe(200);
+      const saved = clock.t;
+      clock.t += 2000;
+      try {
+        expect((await p.rest("PATCH", "/v1/users/jack/password", { token: root, body: { newPassword: "jack-pass-3" } })).body).toBe(true);
+        const refused = await p.rest("PATCH", "/v1/users/jack/password", { token: old.accessToken, body: { oldPassword: "jack-pass-3", newPassword: "x-x-x-x" } });
+        expect([refused.status, refused.body.message]).toEqual([401, expect.stringContaining("password changed")]);
+        expect((await p.rest("POST", "/v1/authenticate/jack/refresh", { body: old })).status).toBe(401);
+        const fresh = await p.login("jack", "jack-pass-3");
+        expect((await p.rest("POST", "/v1/authenticate/jack/refresh", { body: fresh })).status).toBe(200);
+      } finally {
+        clock.t = saved;
+      }
+    });
+
     it("everyone may change their own password (old one required), not another's; an admin may reset any", async () => {
       await addUser("frank", "frank-pass");
       await addUser("gina", "gina-pass", ["admin"]);

@@ -5,7 +5,8 @@ import type { SecurityChange } from "./security-store.js";
  * The Redis layout of the security store, all in the system namespace `ns` (contract §2), whose `{tag}` puts every key
  * in one Cluster slot:
  *
- * - `ns:sec_users` set of usernames; `ns:sec_user:<name>` hash (salt, hash, roles JSON, locked, lockedUntil, failures);
+ * - `ns:sec_users` set of usernames; `ns:sec_user:<name>` hash (salt, hash, roles JSON, locked, lockedUntil, failures,
+ *   tokensAfter);
  * - `ns:sec_roles` hash role name → `{desc, bindings}` JSON;
  * - `ns:sec_audit` list of entry JSON, newest first, trimmed to the retention;
  * - `ns:sec_jwt_key` the generated JWT key.

@@ -35,6 +35,7 @@ function toUser(username: string, h: Record<string, string>): UserRecord | undef
     locked: h.locked === "1",
     lockedUntil: Number(h.lockedUntil ?? 0) || 0,
     failures: Number(h.failures ?? 0) || 0,
+    ...(h.tokensAfter ? { tokensAfter: Number(h.tokensAfter) } : {}),
   };
 }
 

@@ -16,6 +16,8 @@ export interface UserRecord {
   lockedUntil: number;
   /** Failed logins in a row since the last success or lockout. */
   failures: number;
+  /** Tokens issued before this time (epoch s: a password change, a super-user reset) are refused. */
+  tokensAfter?: number;
 }
 
 export interface RoleRecord {
@@ -42,7 +44,7 @@ export interface AuditRecord {
  */
 export type SecurityChange = { kind: "user" | "role"; name: string } | { kind: "all"; trusted: boolean };
 
-export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures">>;
+export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures" | "tokensAfter">>;
 
 /**
  * Where users, roles, the audit log and the JWT key live: the system namespace (contract §2) of the embedded store or
