@@ -172,6 +172,15 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     unary: (...args) => transportFor(service).unary(...args),
     stream: (...args) => transportFor(service).stream(...args),
   });
+  // What modules call each other with: the guard's credentials for calls that carry none (a worker has no caller to
+  // act for). Not the gateway's transport: a REST client without a token stays without one.
+  let internalHeaders: ((header: HeadersInit | undefined) => Promise<HeadersInit | undefined>) | undefined;
+  const moduleTransport = (service: DescService): Transport => ({
+    unary: async (method, signal, timeoutMs, header, ...rest) =>
+      transportFor(service).unary(method, signal, timeoutMs, internalHeaders ? await internalHeaders(header) : header, ...rest),
+    stream: async (method, signal, timeoutMs, header, ...rest) =>
+      transportFor(service).stream(method, signal, timeoutMs, internalHeaders ? await internalHeaders(header) : header, ...rest),
+  });
 
   try {
     if (localPlans.length && redisUrl) {
@@ -189,7 +198,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         redis,
         redisKind: redis ? redisKind : undefined,
         subscriber,
-        transportFor: lazyTransport,
+        transportFor: moduleTransport,
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
@@ -199,6 +208,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       closers.push(() => guard.close()); // before the modules: it may still write to their stores
       interceptors.splice(interceptors.length - 1, 0, ...guard.interceptors);
       notices.push(...(guard.notices ?? []));
+      internalHeaders = guard.internalHeaders;
     }
   } catch (err) {
     await closeAll(closers, logger);

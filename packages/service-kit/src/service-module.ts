@@ -27,7 +27,8 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
   subscriber?: SubscriberHub;
   /**
    * A transport to another service: in-process when this process runs it, else over HTTP to its
-   * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created.
+   * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created. A call
+   * without an `authorization` header gets the process guard's own credentials (security on: the super user's).
    */
   transportFor(service: DescService): Transport;
 }
@@ -48,6 +49,8 @@ export interface Guard {
   interceptors: Interceptor[];
   /** Lines for the startup banner (e.g. "security is OFF"). */
   notices?: string[];
+  /** The headers of a module's own call to another service (its credentials), given the call's headers. */
+  internalHeaders?(header: HeadersInit | undefined): Promise<HeadersInit | undefined>;
   close(): Promise<void>;
 }
 

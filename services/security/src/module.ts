@@ -129,7 +129,21 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
         await store.close();
       };
     }
+    const core = parts.core;
+    let own: { header: string; renewAt: number } | undefined;
+    /** A module's own call (a worker's) acts as the super user: a fresh access token, renewed before it expires. */
+    const internalHeaders = async (header: HeadersInit | undefined): Promise<HeadersInit | undefined> => {
+      const given = new Headers(header);
+      if (given.has("authorization")) return header;
+      const now = (options.now ?? Date.now)();
+      if (!own || own.renewAt <= now) {
+        own = { header: `Bearer ${(await core.tokens.issue(core.superUsername)).accessToken}`, renewAt: now + settings.accessValidity / 2 };
+      }
+      given.set("authorization", own.header);
+      return given;
+    };
     return {
+      internalHeaders,
       interceptors: [auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }), authorizationInterceptor(parts.core)],
       notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login (audit: ${settings.auditAction})`],
       close,
