@@ -53,3 +53,22 @@ describe("the super user", () => {
     }
   });
 });
+
+describe("a flood of logins", () => {
+  it("is refused past the concurrent password checks (429 in the contract's shape), never queued without bound", async () => {
+    const p = await startSecure({ name: "embedded" });
+    try {
+      const answers = await Promise.all(
+        Array.from({ length: 120 }, (_, i) => p.rest("POST", `/v1/authenticate/${i % 2 ? "root" : "nobody"}/login`, { body: { password: "wrong-password" } })),
+      );
+      const statuses = answers.map((a) => a.status);
+      expect(statuses.every((s) => s === 401 || s === 429), statuses.join(",")).toBe(true);
+      expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+      expect(answers.find((a) => a.status === 429)!.body).toEqual({ code: "resource_exhausted", message: "too many logins at once: retry in a moment" });
+      // and it recovers at once
+      expect((await p.rest("POST", "/v1/authenticate/root/login", { body: { password: "wrong-password" } })).status).toBe(401);
+    } finally {
+      await p.close();
+    }
+  });
+});
