@@ -134,6 +134,9 @@ export function authorizationInterceptor(auth: Authenticator): Interceptor {
   };
 }
 
+/** Entries hold what clients sent (a refused call's names too): capped, so that the log's size stays bounded. */
+const cap = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max)}…`);
+
 const selects = (selection: AuditSelection, read: boolean) => selection === "rw" || (read ? selection === "read" : selection === "write");
 
 /**
@@ -167,12 +170,12 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       return opts.writer.record({
         id: opts.ids.nextId(),
         // a login's operator is the user it is for (there is no principal yet)
-        operator: principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""),
-        ip,
-        resource: resourceOf(rule, first),
+        operator: cap(principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""), 256),
+        ip: cap(ip, 64),
+        resource: cap(resourceOf(rule, first), 2048),
         action: rule.httpMethod,
         status,
-        msg,
+        msg: cap(msg, 1024),
         opTime: now(),
       });
     };

@@ -116,3 +116,21 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
     });
   });
 }
+
+describe("audit entries of hostile calls", () => {
+  it("are capped: a huge name in a refused call does not make a huge entry", async () => {
+    const p = await startSecure({ name: "embedded" });
+    try {
+      const root = (await p.login("root", ROOT_PASSWORD)).accessToken;
+      const huge = "N".repeat(200_000);
+      const res = await fetch(`${p.url}/gov.security.v1.SecurityService/Login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: huge, password: "x" }) });
+      expect(res.status).toBe(400);
+      const [entry] = (await p.rest("GET", "/v1/audit-log?limit=1&query=NNNN", { token: root })).body.list as Entry[];
+      expect(entry.operator.length).toBeLessThanOrEqual(257);
+      expect(entry.resource.length).toBeLessThanOrEqual(2049);
+      expect(entry.resource.startsWith("/v1/authenticate/NNN")).toBe(true);
+    } finally {
+      await p.close();
+    }
+  });
+});
