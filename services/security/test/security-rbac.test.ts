@@ -101,6 +101,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h2", port: 80 } })).status).toBe(403);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/services/order/instances`, { token: alice })).status).toBe(403);
+      // streams too: a watch is a read of its namespace
+      expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml/watch`, { token: alice })).status).toBe(403);
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) {
+        expect(await codeOf((async () => { for await (const _ of client.watchConfig({ namespace: prod, configId: "app.yaml" })) break; })()), name).toBe("PermissionDenied");
+      }
       for (const { name, client } of clientsOf(ConfigService, p, alice)) {
         expect((await client.getConfig({ namespace: dev, configId: "app.yaml" })).config?.data, name).toBe("x: 1");
         expect(await codeOf(client.setConfig({ namespace: dev, configId: "app.yaml", data: "x: 3" })), name).toBe("PermissionDenied");
