@@ -1,4 +1,4 @@
-import { getOption, type DescMethod } from "@bufbuild/protobuf";
+import { getOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
@@ -13,13 +13,32 @@ import type { AuditSelection } from "./settings.js";
 interface MethodRule {
   access: Access;
   read: boolean;
-  /** The request has a `namespace` field: RBAC on it (unless `access` says otherwise). */
-  namespaced: boolean;
+  /**
+   * Where the request's namespace is: its `namespace` field, or one level down (a keepalive's `register.namespace`);
+   * undefined: the request has none (then the RPC is admin-only unless `access` says otherwise).
+   */
+  namespacePath: string[] | undefined;
   /** REST method and path template of its http rule (the audit log's action and resource). */
   httpMethod: string;
   template: string;
   /** The template cut at its variables: literal, field local name, literal, … (built once). */
   parts: string[];
+}
+
+const isNamespaceField = (f: DescField) => f.name === "namespace" && f.fieldKind === "scalar";
+
+function namespacePathOf(input: DescMessage): string[] | undefined {
+  if (input.fields.some(isNamespaceField)) return ["namespace"];
+  for (const f of input.fields) {
+    if (f.fieldKind === "message" && f.message.fields.some(isNamespaceField)) return [f.localName, "namespace"];
+  }
+  return undefined;
+}
+
+function namespaceOf(rule: MethodRule, message: unknown): unknown {
+  let value = message;
+  for (const key of rule.namespacePath!) value = (value as Record<string, unknown> | undefined)?.[key];
+  return value;
 }
 
 const rules = new Map<DescMethod, MethodRule>();
@@ -33,7 +52,7 @@ export function ruleOf(method: DescMethod): MethodRule {
     rule = {
       access: getOption(method, access),
       read: method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
-      namespaced: method.input.fields.some((f) => f.name === "namespace" && f.fieldKind === "scalar"),
+      namespacePath: namespacePathOf(method.input),
       httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
       template,
       parts: template.split(/\{([a-z_][a-z0-9_]*)\}/).map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
@@ -63,8 +82,11 @@ export function resourceOf(rule: MethodRule, message: unknown): string {
 
 const denied = (message: string) => new ConnectError(message, Code.PermissionDenied);
 
-/** Refuses `message` unless `principal` may do what `rule` needs with it. */
-function authorize(rule: MethodRule, principal: Principal, message: unknown): void {
+/**
+ * Refuses `message` unless `principal` may do what `rule` needs with it. `bound`: a later message of a stream whose
+ * first one was authorized, which may leave the namespace out (a keepalive's pings).
+ */
+function authorize(rule: MethodRule, principal: Principal, message: unknown, bound = false): void {
   switch (rule.access) {
     case Access.PUBLIC:
     case Access.AUTHENTICATED:
@@ -76,11 +98,12 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown): vo
       if (principal.admin) return;
       throw denied(`this needs the "admin" role: ask an administrator`);
     default: {
-      if (!rule.namespaced) {
+      if (!rule.namespacePath) {
         if (principal.admin) return;
         throw denied(`this needs the "admin" role: ask an administrator`);
       }
-      const namespace = (message as { namespace?: unknown }).namespace;
+      const namespace = namespaceOf(rule, message);
+      if (bound && (namespace === undefined || namespace === "")) return;
       const need = rule.read ? "r" : "w";
       if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;
       throw denied(`user ${JSON.stringify(principal.username)} has no "${need}" permission on namespace ${JSON.stringify(String(namespace).slice(0, 256))}: ask an administrator to bind a role that grants it`);
@@ -90,8 +113,10 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown): vo
 
 /** Checks every message of a request stream (a keepalive's, an import's) as it arrives. */
 async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  let bound = false;
   for await (const m of messages) {
-    authorize(rule, principal, m);
+    authorize(rule, principal, m, bound);
+    bound = true;
     yield m;
   }
 }

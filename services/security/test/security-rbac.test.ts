@@ -121,11 +121,31 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect(readableNamespaces(principal, [dev, prod, "gov-{system}"])).toEqual([dev]);
       expect(readableNamespaces(undefined, [dev, prod])).toEqual([dev, prod]);
 
+      // a keepalive (bidi stream over gRPC) registers in the namespace of its first message: a write
+      const keepalive = async (token: string) => {
+        const grpc = clientsOf(RegistryService, p, token).find((c) => c.name === "grpc")!.client;
+        const stop = new AbortController();
+        async function* requests() {
+          yield { register: { namespace: dev, serviceId: "kept", schema: "http", host: "k1", port: 80 } };
+          await new Promise((r) => stop.signal.addEventListener("abort", r));
+        }
+        try {
+          for await (const res of grpc.keepalive(requests(), { signal: stop.signal })) return res.instanceId;
+          return "ended";
+        } catch (err) {
+          return Code[ConnectError.from(err).code];
+        } finally {
+          stop.abort();
+        }
+      };
+      expect(await keepalive(alice)).toBe("PermissionDenied");
+
       // rw: writes work, on every protocol; the role change applies to the token already issued
       await putRole(role, [{ namespace: dev, action: "rw" }]);
       expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/app.yaml`, { token: alice, body: "x: 2" })).body).toBe(true);
       for (const { name, client } of clientsOf(ConfigService, p, alice)) expect((await client.setConfig({ namespace: dev, configId: `${name}.yaml`, data: "y" })).changed, name).toBe(true);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
+      expect(await keepalive(alice)).toBe("kept@http#k1#80");
     });
 
     it("lock refuses a login even with the right password until unlock; root cannot be locked or removed", async () => {
