@@ -62,6 +62,14 @@ for (const target of securityTargets()) {
       await store.appendAudit([audit(4), audit(5)], 4);
       expect((await replica.readAudit()).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
       expect((await store.readAudit())[0]).toEqual(audit(5));
+      const page = async (offset: number, limit: number) => {
+        const { entries, total } = await replica.readAuditPage(offset, limit);
+        return [entries.map((e) => e.id), total];
+      };
+      expect(await page(1, 2)).toEqual([["id4", "id3"], 4]);
+      expect(await page(3, 5)).toEqual([["id2"], 4]);
+      expect(await page(10, 2)).toEqual([[], 4]);
+      expect((await replica.readAuditPage(0, 1)).entries[0]).toEqual(audit(5));
     });
 
     it("the JWT key: the first one stored wins, every replica gets it", async () => {

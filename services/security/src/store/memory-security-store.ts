@@ -76,6 +76,12 @@ export function createMemorySecurityStore(): SecurityStore {
     async readAudit() {
       return audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse();
     },
+    async readAuditPage(offset, limit) {
+      const total = Math.min(audit.length, kept);
+      const end = audit.length - offset; // newest first: index audit.length - 1 is entry 0
+      const entries = audit.slice(Math.max(audit.length - total, end - limit), Math.max(0, end)).map((e) => ({ ...e })).reverse();
+      return { entries, total };
+    },
     async jwtKey(candidate) {
       key ??= candidate;
       return key;

@@ -44,6 +44,18 @@ function toRole(name: string, json: string): RoleRecord {
   return { name, desc: r.desc ?? "", bindings: Array.isArray(r.bindings) ? r.bindings : [] };
 }
 
+const AUDIT_CHUNK = 2000;
+
+function parseAudit(list: string[]): AuditRecord[] {
+  return list.flatMap((json) => {
+    try {
+      return [JSON.parse(json) as AuditRecord];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
@@ -108,14 +120,26 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       await call(() => runScript(client, APPEND_AUDIT, [keys.audit], [maxEntries, ...entries.map((e) => JSON.stringify(e))]));
     },
     async readAudit() {
-      const list = await call(() => client.lrange(keys.audit, 0, -1));
-      return list.flatMap((json) => {
-        try {
-          return [JSON.parse(json) as AuditRecord];
-        } catch {
-          return [];
+      // In chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile shift the
+      // list, so an entry may come twice: ids drop the repeats.
+      const seen = new Set<string>();
+      const out: AuditRecord[] = [];
+      for (let start = 0; ; start += AUDIT_CHUNK) {
+        const list = await call(() => client.lrange(keys.audit, start, start + AUDIT_CHUNK - 1));
+        for (const e of parseAudit(list)) {
+          if (seen.has(e.id)) continue;
+          seen.add(e.id);
+          out.push(e);
         }
-      });
+        if (list.length < AUDIT_CHUNK) return out;
+      }
+    },
+    async readAuditPage(offset, limit) {
+      const results = (await call(() => client.multi().llen(keys.audit).lrange(keys.audit, offset, offset + limit - 1).exec())) ?? [];
+      const [lenErr, total] = results[0] ?? [];
+      const [rangeErr, list] = results[1] ?? [];
+      if (lenErr || rangeErr) throw lenErr ?? rangeErr;
+      return { entries: parseAudit(list as string[]), total: Number(total) };
     },
     async jwtKey(candidate) {
       return String(await call(() => runScript(client, JWT_KEY, [keys.jwtKey], [candidate])));

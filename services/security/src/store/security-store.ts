@@ -68,8 +68,10 @@ export interface SecurityStore {
   removeRole(name: string): Promise<boolean>;
   /** Appends entries (oldest first) in one store call, keeping the newest `maxEntries`. */
   appendAudit(entries: AuditRecord[], maxEntries: number): Promise<void>;
-  /** Every entry kept, newest first. */
+  /** Every entry kept, newest first (read in chunks: the event loop is never held for the whole log). */
   readAudit(): Promise<AuditRecord[]>;
+  /** One page of the entries kept, newest first, and how many there are (a query without filters). */
+  readAuditPage(offset: number, limit: number): Promise<{ entries: AuditRecord[]; total: number }>;
   /** The shared JWT key: the stored one, or `candidate` stored now if there is none (first replica wins). */
   jwtKey(candidate: string): Promise<string>;
   /** Listens to changes from every replica; returns the unsubscribe. */
