@@ -18,9 +18,10 @@ import { configModule } from "@gov/config-service";
 import { SnowflakeId } from "@gov/idgen";
 import { buildProcess } from "@gov/service-kit";
 
-process.env.BENCH_PROFILE ??= mkdtempSync(join(tmpdir(), "idgen-bench-")); // read by config.bench.ts when imported
+process.env.BENCH_PROFILE ??= mkdtempSync(join(tmpdir(), "idgen-bench-")); // read by fixtures/wrk-servers.ts when imported
 const PROFILES = process.env.BENCH_PROFILE;
-const { CONFIG, CONNECTIONS, DURATION, fmt, load, measure, median, NS, ROUNDS, startServer, stop } = await import("./config.bench.js");
+const { CONFIG, CONNECTIONS, DURATION, load, measure, median, NS, ROUNDS, startServer, stop } = await import("./fixtures/wrk-servers.js");
+const { fmt } = await import("./config.bench.js");
 
 const SERIES = 1_000;
 const SCRAPES = 20;

@@ -18,6 +18,7 @@ const ENTRIES = {
   registry: "services/registry/dist/main.js",
   stats: "services/stats/dist/main.js",
   worker: "services/stats/dist/worker/main.js",
+  security: "services/security/dist/main.js",
 };
 
 /** The newest change below `dir`: files, and folders too (deleting or renaming a source file changes its folder). */

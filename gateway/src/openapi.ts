@@ -164,7 +164,7 @@ function requestBody(route: RestRoute, b: SchemaBuilder): Schema | undefined {
     const schema = b.field(route.body);
     const doc = b.fieldDoc(route.body);
     if (route.body.fieldKind !== "scalar") {
-      // A map or message field: the body is that field's JSON, bare (see transcode/request.ts).
+      // A map, message or repeated field: the body is that field's JSON, bare (see transcode/request.ts).
       return { required: true, description: `The ${route.body.jsonName} itself, as JSON.${doc ? `\n\n${doc}` : ""}`, content: { "application/json": { schema } } };
     }
     return {

@@ -30,7 +30,7 @@ describe("production build", () => {
     expect(existsSync(join(dir, "node_modules/.bin/tsc"))).toBe(false);
     expect(existsSync(join(dir, "node_modules/tsx"))).toBe(false);
 
-    const env = { ...process.env, NODE_OPTIONS: "", PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
+    const env = { ...process.env, NODE_OPTIONS: "", PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "", GOV_SECURITY_ENABLED: "false" };
     const child = spawn("npm", ["start", "--silent"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     let out = "";
     child.stdout.on("data", (d) => (out += d));

@@ -33,31 +33,33 @@ const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 
 /** What each step must print (its stdout, trimmed), by the command as the README writes it. */
 const CHECKS: Record<string, (out: string, dir: string) => void | Promise<void>> = {
+  [`TOKEN=$(curl -s -X POST -d '{"password":"change-me"}' http://localhost:8080/v1/authenticate/root/login | jq -r .accessToken)`]: (out) => expect(out).toBe(""),
+  'H="Authorization: Bearer $TOKEN"': (out) => expect(out).toBe(""),
   "B=http://localhost:8080/v1/namespaces/%7Bdev%7D": (out) => expect(out).toBe(""),
-  "curl -X PUT --data-binary $'port: 8080\\n' $B/configs/app.yaml": (out) => expect(out).toBe("true"),
-  "curl -X PUT --data-binary $'port: 8081\\n' $B/configs/app.yaml": (out) => expect(["true", "false"]).toContain(out), // the second and third PUT: see below
-  "curl $B/configs": (out) => expect(JSON.parse(out)).toEqual(["app.yaml"]),
-  "curl $B/configs/app.yaml": (out) =>
+  "curl -H \"$H\" -X PUT --data-binary $'port: 8080\\n' $B/configs/app.yaml": (out) => expect(out).toBe("true"),
+  "curl -H \"$H\" -X PUT --data-binary $'port: 8081\\n' $B/configs/app.yaml": (out) => expect(["true", "false"]).toContain(out), // the second and third PUT: see below
+  "curl -H \"$H\" $B/configs": (out) => expect(JSON.parse(out)).toEqual(["app.yaml"]),
+  "curl -H \"$H\" $B/configs/app.yaml": (out) =>
     expect(JSON.parse(out)).toEqual({ configId: "app.yaml", data: "port: 8081\n", hash: sha256("port: 8081\n"), version: 2, createTime: expect.stringMatching(/^\d{4}-\d\d-\d\dT.*Z$/) }),
-  "curl $B/configs/app.yaml/versions": (out) => expect(JSON.parse(out)).toEqual([{ configId: "app.yaml", version: 1, op: "set", opTime: expect.any(String) }]),
-  "curl $B/configs/app.yaml/versions/1": (out) => expect(JSON.parse(out)).toMatchObject({ configId: "app.yaml", version: 1, data: "port: 8080\n", op: "set", opTime: expect.any(String) }),
-  "curl -X PUT $B/configs/app.yaml/to/1": (out) => expect(out).toBe("true"),
-  "curl -X PUT --data-binary 'x' $B/configs/dir%2Fdb.json": (out) => expect(out).toBe("true"),
-  "curl -o configs.zip $B/configs/export": async (out, dir) => {
+  "curl -H \"$H\" $B/configs/app.yaml/versions": (out) => expect(JSON.parse(out)).toEqual([{ configId: "app.yaml", version: 1, op: "set", opTime: expect.any(String) }]),
+  "curl -H \"$H\" $B/configs/app.yaml/versions/1": (out) => expect(JSON.parse(out)).toMatchObject({ configId: "app.yaml", version: 1, data: "port: 8080\n", op: "set", opTime: expect.any(String) }),
+  "curl -H \"$H\" -X PUT $B/configs/app.yaml/to/1": (out) => expect(out).toBe("true"),
+  "curl -H \"$H\" -X PUT --data-binary 'x' $B/configs/dir%2Fdb.json": (out) => expect(out).toBe("true"),
+  "curl -H \"$H\" -o configs.zip $B/configs/export": async (out, dir) => {
     expect(out).toBe("");
     const zip = await JSZip.loadAsync(readFileSync(join(dir, "configs.zip")));
     expect(Object.keys(zip.files).sort()).toEqual(["app.yaml", "dir/db.json"]);
     expect(await zip.file("app.yaml")!.async("string")).toBe("port: 8080\n");
   },
-  "curl -X DELETE $B/configs/app.yaml": (out) => expect(out).toBe("true"),
-  'curl -F importZip=@configs.zip "$B/configs?policy=overwrite"': (out) => {
+  "curl -H \"$H\" -X DELETE $B/configs/app.yaml": (out) => expect(out).toBe("true"),
+  'curl -H "$H" -F importZip=@configs.zip "$B/configs?policy=overwrite"': (out) => {
     const answer = JSON.parse(out);
     expect(answer).toMatchObject({ total: 2, succeeded: 1 });
     expect(answer.results).toEqual(
       expect.arrayContaining([expect.objectContaining({ configId: "app.yaml", outcome: "created" }), expect.objectContaining({ configId: "dir/db.json", outcome: "unchanged" })]),
     );
   },
-  "curl -N $B/configs/app.yaml/watch": (out) => {
+  "curl -H \"$H\" -N $B/configs/app.yaml/watch": (out) => {
     const events = [...out.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]) as { op: string; config?: { data: string } });
     expect(events[0]).toMatchObject({ op: "current", configId: "app.yaml", config: { data: "port: 8080\n" } });
     expect(events[1]).toMatchObject({ op: "set", config: { data: "changed while watching\n" } }); // the change the test makes
@@ -72,7 +74,7 @@ describe("the README's curl walk-through, run as written against a started serve
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "gov-walkthrough-"));
-    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "" };
+    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "", GOV_SUPER_PASSWORD: "change-me" };
     server = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     server.stdout!.on("data", (d) => (serverOut += d));
     server.stderr!.on("data", (d) => (serverOut += d));
@@ -99,7 +101,7 @@ describe("the README's curl walk-through, run as written against a started serve
   it("every step prints what the README says", async () => {
     const steps = commandsOf(walkThrough());
     for (const { command } of steps) expect(Object.keys(CHECKS), `README step without a check in this test: ${command}`).toContain(command);
-    expect(steps.map((s) => s.command)).toContain("curl -o configs.zip $B/configs/export"); // the file the import line names
+    expect(steps.map((s) => s.command)).toContain('curl -H "$H" -o configs.zip $B/configs/export'); // the file the import line names
 
     // One bash, the steps in order, each framed by markers; the README's address replaced by the started server's.
     // Every curl gets a time limit (the watch never ends by itself) and -sS (no progress meter, errors still shown).
@@ -117,7 +119,9 @@ describe("the README's curl walk-through, run as written against a started serve
     // The watch (last step) prints the current state; a change made meanwhile must arrive as the next event.
     const watchStep = steps.findIndex((s) => s.command.includes("/watch"));
     await expect.poll(() => out.slice(out.indexOf(`@@step ${watchStep}\n`)), { timeout: 15_000, interval: 50 }).toMatch(/"op":"current"/);
-    const put = await fetch(`${url}/v1/namespaces/%7Bdev%7D/configs/app.yaml`, { method: "PUT", body: "changed while watching\n" });
+    const login = await fetch(`${url}/v1/authenticate/root/login`, { method: "POST", body: JSON.stringify({ password: "change-me" }) });
+    const { accessToken } = (await login.json()) as { accessToken: string };
+    const put = await fetch(`${url}/v1/namespaces/%7Bdev%7D/configs/app.yaml`, { method: "PUT", body: "changed while watching\n", headers: { authorization: `Bearer ${accessToken}` } });
     expect(await put.json()).toBe(true);
     await exited;
 

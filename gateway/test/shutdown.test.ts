@@ -23,7 +23,7 @@ async function outcome(iterable: AsyncIterable<unknown>, first: () => void): Pro
 
 describe("SIGTERM (the real `npm start` process)", () => {
   it("ends open gRPC, Connect and SSE watches cleanly, exits within gov.shutdown.grace, and keeps stdout JSON", async () => {
-    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "", GOV_SHUTDOWN_GRACE: "8s", GOV_LOG_LEVEL: "info" };
+    const env = { ...process.env, PORT: "0", GOV_GRPC_PORT: "0", MANAGEMENT_SERVER_PORT: "0", HOST: "127.0.0.1", REDIS_URL: "", GOV_CONFIG: "", GOV_SECURITY_ENABLED: "false", GOV_SHUTDOWN_GRACE: "8s", GOV_LOG_LEVEL: "info" };
     const child = spawn(process.execPath, ["--import", "tsx", join(root, "apps/main.ts")], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";

@@ -104,15 +104,20 @@ function textBody(req: FastifyRequest, field: DescField): string {
   return text;
 }
 
-function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
+/** The body parsed as JSON; undefined when there is none. `hint` ends the message of a parse error. */
+function parsedBody(req: FastifyRequest, hint = ""): JsonValue | undefined {
   const raw = req.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) return create(schema);
-  let json: JsonValue;
+  if (!Buffer.isBuffer(raw) || raw.length === 0) return undefined;
   try {
-    json = JSON.parse(raw.toString("utf8")) as JsonValue;
+    return JSON.parse(raw.toString("utf8")) as JsonValue;
   } catch (err) {
-    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})`);
+    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})${hint}`);
   }
+}
+
+function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
+  const json = parsedBody(req);
+  if (json === undefined) return create(schema);
   try {
     return fromJson(schema, json);
   } catch (err) {
@@ -124,21 +129,16 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
 const jsonKind = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "an array" : typeof v === "object" ? "an object" : `a ${typeof v}`);
 
 /**
- * A rule whose `body` names a map or message field: the request body is that field's JSON, bare
- * (`{"zone": "a"}` for a map<string, string> field, not `{"metadata": {"zone": "a"}}`). An absent body is refused, not
+ * A rule whose `body` names a map, message or repeated field: the request body is that field's JSON, bare
+ * (`{"zone": "a"}` for a map<string, string> field, not `{"metadata": {"zone": "a"}}`; `["dev"]` for a list). An absent body is refused, not
  * read as an empty map: a PUT that replaces the whole field must say what it is to become.
  */
 function fieldJsonBody(req: FastifyRequest, schema: DescMessage, field: DescField): unknown {
-  const example = field.fieldKind === "map" ? '{"key": "value"} ({} for none)' : "a JSON object";
-  const raw = req.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) throw invalid(`the request body is the ${field.jsonName} itself, as JSON: send ${example}`);
-  let json: JsonValue;
-  try {
-    json = JSON.parse(raw.toString("utf8")) as JsonValue;
-  } catch (err) {
-    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)}): send the ${field.jsonName} as ${example}`);
-  }
-  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+  const list = field.fieldKind === "list";
+  const example = list ? '["a", "b"] ([] for none)' : field.fieldKind === "map" ? '{"key": "value"} ({} for none)' : "a JSON object";
+  const json = parsedBody(req, `: send the ${field.jsonName} as ${example}`);
+  if (json === undefined) throw invalid(`the request body is the ${field.jsonName} itself, as JSON: send ${example}`);
+  if (json === null || typeof json !== "object" || Array.isArray(json) !== list) {
     throw invalid(`the request body is ${jsonKind(json)}: the body is the ${field.jsonName} itself, ${example}`);
   }
   if (field.fieldKind === "map" && field.mapKind === "scalar" && field.scalar === ScalarType.STRING) {

@@ -16,7 +16,7 @@ import { buildManagementApp, createReadiness, type Readiness } from "./managemen
 import { createMetrics, type Metrics } from "./metrics.js";
 import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
-import { endpointSettings, type ModuleInstance, type ServiceModule, type SharedResource } from "./service-module.js";
+import { endpointSettings, type ModuleInstance, type ProcessGuard, type ServiceModule, type SharedResource } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
 import { inProcessTransport, type LocalService } from "./transport/in-process.js";
 import { remoteTransport } from "./transport/remote.js";
@@ -85,6 +85,8 @@ export interface ProcessOptions {
   authorizeManagement?: AuthorizeManagement;
   /** `false` runs without the ID generator and its monitor (benchmarks measure what it costs). Default true. */
   ids?: boolean;
+  /** Authorization and audit in front of every local service (`securityGuard` of @gov/security-service); none = open. */
+  guard?: ProcessGuard;
 }
 
 export interface ProcessUrls {
@@ -116,6 +118,8 @@ export interface BuiltProcess {
   /** The ID generator and its monitor (absent with `ids: false`). */
   monitor?: IdgenMonitor;
   modules: ModuleState[];
+  /** Lines the guard wants in the startup banner. */
+  notices: string[];
   /** The transport the process uses for a service (in-process or remote). */
   transportFor(service: DescService): Transport;
   /** Listens on the configured ports (or the overrides; 0 = any free port). */
@@ -150,8 +154,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   }
 
   // The interceptor chain, built once for every listener and the in-process transport. Order (outermost first):
-  // metrics see the final code; drain refuses new calls and ends streams at shutdown; auth and audit will go between
-  // drain and errors; errors turn store outages and bugs into Connect codes.
+  // metrics see the final code; drain refuses new calls and ends streams at shutdown; the guard's (audit, then
+  // authorization) go between drain and errors; errors turn store outages and bugs into Connect codes.
   const metrics = createMetrics();
   const drain = createDrain();
   const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, errorInterceptor(logger)];
@@ -161,6 +165,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   let monitor: IdgenMonitor | undefined;
   let subscriber: SubscriberHub | undefined;
   const instances: { name: string; instance: ModuleInstance }[] = [];
+  const notices: string[] = [];
   const remoteTransports = new Map<string, Transport>();
   let local: Transport | undefined;
   const ownerOf = (service: DescService) => planned.find((p) => p.module.services.some((s) => s.typeName === service.typeName));
@@ -180,10 +185,21 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     unary: (...args) => transportFor(service).unary(...args),
     stream: (...args) => transportFor(service).stream(...args),
   });
+  // What modules call each other with: the guard's credentials for calls that carry none (a worker has no caller to
+  // act for). Not the gateway's transport: a REST client without a token stays without one.
+  let internalHeaders: ((header: HeadersInit | undefined) => Promise<HeadersInit | undefined>) | undefined;
+  const moduleTransport = (service: DescService): Transport => ({
+    unary: async (method, signal, timeoutMs, header, ...rest) =>
+      transportFor(service).unary(method, signal, timeoutMs, internalHeaders ? await internalHeaders(header) : header, ...rest),
+    stream: async (method, signal, timeoutMs, header, ...rest) =>
+      transportFor(service).stream(method, signal, timeoutMs, internalHeaders ? await internalHeaders(header) : header, ...rest),
+  });
 
   try {
     // The ID generator leases its machine id in Redis, so even a gateway with every module remote connects to it.
     const idsOn = options.ids !== false;
+    // The management listener asks the guard (security) who a caller is; the guard is made after the modules.
+    let guardAuthorizes: AuthorizeManagement | undefined;
     if ((localPlans.length || idsOn) && redisUrl) {
       const client = await connectRedis(redisUrl);
       redis = client;
@@ -195,7 +211,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       }
     }
     if (idsOn) {
-      const started = await startIdgenMonitor({ sources, application: options.name.replace(/^gov\./, ""), redis, logger, registry: metrics.registry, authorizeManagement: options.authorizeManagement });
+      const started = await startIdgenMonitor({ sources, application: options.name.replace(/^gov\./, ""), redis, logger, registry: metrics.registry, authorizeManagement: (header) => (options.authorizeManagement ?? guardAuthorizes)?.(header) ?? Promise.resolve(undefined) });
       monitor = started;
       closers.push(() => started.close()); // before Redis closes: the machine id is released there
     }
@@ -211,12 +227,20 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         redis,
         redisKind: redis ? redisKind : undefined,
         subscriber,
-        transportFor: lazyTransport,
+        transportFor: moduleTransport,
         ids,
         shared: shared.get,
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
+    }
+    if (options.guard && localPlans.length) {
+      const guard = await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance, ids });
+      closers.push(() => guard.close()); // before the modules: it may still write to their stores
+      guardAuthorizes = guard.authorizeManagement?.bind(guard);
+      interceptors.splice(interceptors.length - 1, 0, ...guard.interceptors);
+      notices.push(...(guard.notices ?? []));
+      internalHeaders = guard.internalHeaders;
     }
   } catch (err) {
     await closeAll(closers, logger);
@@ -320,6 +344,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     management,
     monitor,
     modules,
+    notices,
     transportFor,
     async listen(overrides = {}) {
       const host = overrides.host ?? ports.host;
@@ -362,6 +387,7 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   if (urls.grpcUrl) lines.push(`gRPC (h2c) on ${urls.grpcUrl}`);
   lines.push(`Management on ${urls.managementUrl}  (/actuator/health, /actuator/idgen, /metrics)`);
   for (const m of proc.modules) lines.push(proc.modules.length === 1 ? `Store: ${m.describe}` : `Store (${m.name}): ${m.describe}`);
+  lines.push(...proc.notices);
   (process.stdout.isTTY ? process.stdout : process.stderr).write(`\n${lines.join("\n")}\n\n`);
 
   const stop = (signal: string) => {

@@ -1,5 +1,5 @@
 import type { DescService } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import type { Interceptor, Transport } from "@connectrpc/connect";
 import { redactRedisUrl, redisDownReason, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { parseInteger, type SettingDef, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { Logger } from "./logger.js";
@@ -27,7 +27,8 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
   subscriber?: SubscriberHub;
   /**
    * A transport to another service: in-process when this process runs it, else over HTTP to its
-   * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created.
+   * `gov.<name>-service.url`. Resolved per call, so it may be asked for before the other module is created. A call
+   * without an `authorization` header gets the process guard's own credentials (security on: the super user's).
    */
   transportFor(service: DescService): Transport;
   /**
@@ -48,6 +49,33 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
 export interface SharedResource {
   close(): Promise<void>;
 }
+
+/** What a process guard (authorization and audit, contract §7) gets: the process's Redis and its local modules. */
+export interface GuardContext {
+  logger: Logger;
+  sources: SettingsSources;
+  redis?: RedisClient;
+  redisKind?: "redis" | "redis-cluster";
+  subscriber?: SubscriberHub;
+  /** A module instance running in this process, by module name. */
+  instanceOf(name: string): ModuleInstance | undefined;
+  /** The process's ID generator, as modules get it (`ModuleContext.ids`). */
+  ids: ModuleContext["ids"];
+}
+
+/** Interceptors a guard puts in front of every local service, on every transport (between drain and errors). */
+export interface Guard {
+  interceptors: Interceptor[];
+  /** Lines for the startup banner (e.g. "security is OFF"). */
+  notices?: string[];
+  /** Who a management caller is (its Authorization header): an admin, a known user, or nobody (`undefined`). */
+  authorizeManagement?(authorizationHeader: string | undefined): Promise<"admin" | "user" | undefined>;
+  /** The headers of a module's own call to another service (its credentials), given the call's headers. */
+  internalHeaders?(header: HeadersInit | undefined): Promise<HeadersInit | undefined>;
+  close(): Promise<void>;
+}
+
+export type ProcessGuard = (ctx: GuardContext) => Promise<Guard>;
 
 /** A module running in this process. */
 export interface ModuleInstance {

@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import http2 from "node:http2";
 import net from "node:net";
 import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
@@ -37,6 +38,19 @@ export interface HostileInputOptions {
    * `open` starts one watch that never reads and returns a closer; `write` causes one large change.
    */
   nonReadingWatchers?: { open: () => Promise<() => void>; write: (i: number) => Promise<void>; count: number; updates: number };
+  /**
+   * Security on: every route and RPC also gets missing, malformed, forged (`alg: none`, tampered, wrong key),
+   * oversized and refresh-instead-of-access tokens (all 401 `unauthenticated`), and malformed bodies and paths with a
+   * valid token (a 4xx in the contract's shape, never a 5xx).
+   */
+  auth?: {
+    /** A valid access token allowed to do everything (the super user's). */
+    token: () => string;
+    /** A valid refresh token of the same login. */
+    refreshToken: () => string;
+    /** RPC names anyone may call without a token (login, refresh). */
+    publicMethods?: string[];
+  };
 }
 
 interface Route {
@@ -44,6 +58,8 @@ interface Route {
   verb: string;
   template: string;
   hasBody: boolean;
+  /** A neutral body: `[]` when the rule's body is a list field (role names), else `{}`. */
+  emptyBody: string;
 }
 
 function restRoutes(service: DescService): Route[] {
@@ -51,7 +67,8 @@ function restRoutes(service: DescService): Route[] {
   for (const method of service.methods) {
     const rule = getOption(method, http);
     if (!rule || rule.pattern.case === undefined || rule.pattern.case === "custom") continue;
-    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "" });
+    const bodyField = method.input.fields.find((f) => f.name === rule.body);
+    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
   }
   return routes;
 }
@@ -100,11 +117,11 @@ function grpcWebStatus(body: Uint8Array): { status: string | undefined; message:
 }
 
 /** One gRPC call over h2c with raw bytes; resolves with the status from the trailers (or trailers-only headers). */
-function grpcCall(url: string, path: string, chunks: Uint8Array[], options: { trickleMs?: number; timeoutMs: number }): Promise<{ status: string | undefined; message: string }> {
+function grpcCall(url: string, path: string, chunks: Uint8Array[], options: { trickleMs?: number; timeoutMs: number; headers?: Record<string, string> }): Promise<{ status: string | undefined; message: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(url);
     session.on("error", reject);
-    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers" });
+    const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc+proto", te: "trailers", ...options.headers });
     let status: string | undefined;
     let message = "";
     let done = false;
@@ -197,53 +214,58 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
   const maxGrowth = options.maxRssGrowth ?? 64 * 1024 * 1024;
   const rpcPath = (m: DescMethod) => `/${options.service.typeName}/${m.name}`;
   const answerMs = 5_000;
+  // With security on, every attack carries a valid token, so that it reaches what it attacks (limits, decoding).
+  const tokenHeader = (): Record<string, string> => (options.auth ? { authorization: `Bearer ${options.auth.token()}` } : {});
+  const send = (url: string, init: RequestInit) => fetch(url, { ...init, headers: { ...(init.headers as Record<string, string> | undefined), ...tokenHeader() } });
+  const grpcWithToken = (url: string, path: string, chunks: Uint8Array[], o: { trickleMs?: number; timeoutMs: number }) => grpcCall(url, path, chunks, { ...o, headers: tokenHeader() });
 
   describe(`hostile input: ${name}`, () => {
+    if (options.auth) tokenAttacks(options, routes, rpcPath, answerMs);
     for (const method of options.service.methods) {
       const streaming = method.methodKind !== "unary";
       describe(`RPC ${method.name}`, () => {
         it("garbage protobuf on Connect is invalid_argument, not internal", async () => {
           const { connectUrl } = options.target();
           if (streaming) {
-            const res = await fetch(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, GARBAGE_PROTO), headers: { "content-type": "application/connect+proto" }, signal: AbortSignal.timeout(answerMs) });
+            const res = await send(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, GARBAGE_PROTO), headers: { "content-type": "application/connect+proto" }, signal: AbortSignal.timeout(answerMs) });
             const frames = new Uint8Array(await res.arrayBuffer());
             const end = new TextDecoder().decode(frames.subarray(5));
             expect(JSON.parse(end).error.code).toBe("invalid_argument");
           } else {
-            await expectErrorShape(await fetch(connectUrl + rpcPath(method), { method: "POST", body: GARBAGE_PROTO, headers: { "content-type": "application/proto" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+            await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: GARBAGE_PROTO, headers: { "content-type": "application/proto" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
           }
         });
         if (!streaming) {
           it("garbage JSON on Connect is invalid_argument", async () => {
             const { connectUrl } = options.target();
-            await expectErrorShape(await fetch(connectUrl + rpcPath(method), { method: "POST", body: '{"a":', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+            await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"a":', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
           });
         }
         it("garbage protobuf on gRPC-Web is status 3 (invalid_argument)", async () => {
           const { connectUrl } = options.target();
-          const res = await fetch(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, GARBAGE_PROTO), headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
+          const res = await send(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, GARBAGE_PROTO), headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
           expect(grpcWebStatus(new Uint8Array(await res.arrayBuffer())).status).toBe("3");
         });
         it("garbage protobuf on gRPC is status 3 (invalid_argument)", async () => {
           const { grpcUrl } = options.target();
-          expect((await grpcCall(grpcUrl, rpcPath(method), [envelope(0, GARBAGE_PROTO)], { timeoutMs: answerMs })).status).toBe("3");
+          expect((await grpcWithToken(grpcUrl, rpcPath(method), [envelope(0, GARBAGE_PROTO)], { timeoutMs: answerMs })).status).toBe("3");
         });
         it("an oversize message is refused on every RPC listener before it is buffered, naming the limit", async () => {
           const { connectUrl, grpcUrl } = options.target();
           const declared = options.limits.message + 1;
           // Only the 5-byte prefix claiming the size is sent: the limit must hold before the bytes arrive.
-          const grpc = await bounded(answerMs, maxGrowth, () => grpcCall(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(0), declared)], { timeoutMs: answerMs }));
+          const grpc = await bounded(answerMs, maxGrowth, () => grpcWithToken(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(0), declared)], { timeoutMs: answerMs }));
           expect(grpc.status).toBe("8");
           expect(grpc.message).toMatch(/limit of \d+ bytes \(/);
           const web = await bounded(answerMs, maxGrowth, async () => {
-            const res = await fetch(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, new Uint8Array(0), declared), headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
+            const res = await send(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, new Uint8Array(0), declared), headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
             return grpcWebStatus(new Uint8Array(await res.arrayBuffer()));
           });
           expect(web.status).toBe("8");
           if (!streaming) {
             const big = new Uint8Array(declared);
             const body = await bounded(answerMs, maxGrowth, async () =>
-              expectErrorShape(await fetch(connectUrl + rpcPath(method), { method: "POST", body: big, headers: { "content-type": "application/proto" }, signal: AbortSignal.timeout(answerMs) }), 429, "resource_exhausted"),
+              expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: big, headers: { "content-type": "application/proto" }, signal: AbortSignal.timeout(answerMs) }), 429, "resource_exhausted"),
             );
             expect(body.message).toMatch(/limit of \d+ bytes \(/);
           }
@@ -252,7 +274,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
         if (method === options.service.methods.find((m) => m.methodKind === "unary")) {
           it("a gRPC request that trickles in is cut after the request timeout", async () => {
             const { grpcUrl } = options.target();
-            const r = await grpcCall(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(64).fill(0x20))], { trickleMs: 100, timeoutMs: options.limits.requestTimeoutMs + answerMs });
+            const r = await grpcWithToken(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(64).fill(0x20))], { trickleMs: 100, timeoutMs: options.limits.requestTimeoutMs + answerMs });
             expect(r.status).toBe("4"); // deadline_exceeded
             expect(r.message).toMatch(/request-timeout/);
           });
@@ -267,25 +289,27 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
         if (variable) {
           it("a malformed percent-escape is 400 invalid_argument without echoing the URL", async () => {
             const { restUrl } = options.target();
-            const bad = fill(route.template, values, { name: variable, raw: "bad%E0%A4%Aescape" });
-            const res = await fetch(restUrl + bad, { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
+            const bad = fill(route.template, values, { name: variable, raw: "bad%E0%A4%ZZescape" /* %ZZ is no escape at all (%Ae would be: é-like bytes, valid) */ });
+            const res = await send(restUrl + bad, { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
             await expectErrorShape(res, 400, "invalid_argument", "bad%E0");
           });
           it("an over-long path segment is 400 invalid_argument without echoing it", async () => {
             const { restUrl } = options.target();
             const long = "L".repeat(3000);
-            const res = await fetch(restUrl + fill(route.template, values, { name: variable, raw: long }), { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
+            const res = await send(restUrl + fill(route.template, values, { name: variable, raw: long }), { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
             await expectErrorShape(res, 400, "invalid_argument", "LLLLLLLLLL");
           });
           it("an over-long URL (past Node's header limit) is 400 invalid_argument without echoing it", async () => {
             const { restUrl } = options.target();
-            const res = await fetch(restUrl + fill(route.template, values, { name: variable, raw: "L".repeat(20_000) }), { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
+            const res = await send(restUrl + fill(route.template, values, { name: variable, raw: "L".repeat(20_000) }), { method: route.verb, body: route.hasBody ? "x" : undefined, signal: AbortSignal.timeout(answerMs) });
             await expectErrorShape(res, 400, "invalid_argument", "LLLLLLLLLL");
           });
         }
         it("a wrong method is 405 with Allow", async () => {
           const { restUrl } = options.target();
-          const res = await fetch(restUrl + path, { method: "PATCH", body: "x", signal: AbortSignal.timeout(answerMs) });
+          const served = new Set(routes.filter((r) => r.template === route.template).map((r) => r.verb));
+          const wrong = ["PATCH", "PUT", "POST", "DELETE"].find((v) => !served.has(v))!;
+          const res = await send(restUrl + path, { method: wrong, body: "x", signal: AbortSignal.timeout(answerMs) });
           const allow = res.headers.get("allow") ?? "";
           await expectErrorShape(res, 405, "unimplemented");
           expect(allow.split(/,\s*/)).toContain(route.verb);
@@ -295,7 +319,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             const { restUrl } = options.target();
             const big = "B".repeat(options.limits.restBody + 1);
             const body = await bounded(answerMs, maxGrowth, async () =>
-              expectErrorShape(await fetch(restUrl + path, { method: route.verb, body: big, headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted", "BBBBBBBBBB"),
+              expectErrorShape(await send(restUrl + path, { method: route.verb, body: big, headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted", "BBBBBBBBBB"),
             );
             expect(body.message).toMatch(/limit of \d+ bytes \(gov\.limits\.[a-z-]+\)/);
           });
@@ -304,7 +328,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             const { restUrl } = options.target();
             const bomb = gzipSync(Buffer.alloc(64 * options.limits.restBody));
             const body = await bounded(answerMs, maxGrowth, async () =>
-              expectErrorShape(await fetch(restUrl + path, { method: route.verb, body: bomb, headers: { "content-type": "text/plain", "content-encoding": "gzip" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted"),
+              expectErrorShape(await send(restUrl + path, { method: route.verb, body: bomb, headers: { "content-type": "text/plain", "content-encoding": "gzip" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted"),
             );
             expect(body.message).toMatch(/gov\.limits\./);
           });
@@ -357,6 +381,103 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
         } finally {
           closers.forEach((close) => close());
         }
+      });
+    }
+  });
+}
+
+const b64url = (s: string | Buffer) => Buffer.from(s).toString("base64url");
+
+/** Authorization header values that must all be refused with 401, built from a valid token (forgeries of it). */
+function badAuthorizations(token: string, refreshToken: string): { name: string; header?: string }[] {
+  const [head, payload, signature] = token.split(".");
+  const claims = JSON.parse(Buffer.from(payload, "base64url").toString("utf8")) as Record<string, unknown>;
+  const escalated = b64url(JSON.stringify({ ...claims, sub: "someone-else" }));
+  const foreignKey = createHmac("sha256", "not-the-server-key-not-the-server-key").update(`${head}.${payload}`).digest("base64url");
+  return [
+    { name: "no token" },
+    { name: "an empty Bearer", header: "Bearer " },
+    { name: "another scheme", header: `Basic ${b64url("root:root")}` },
+    { name: "garbage", header: "Bearer not.a.jwt" },
+    { name: "alg none", header: `Bearer ${b64url(JSON.stringify({ alg: "none", typ: "JWT" }))}.${payload}.` },
+    { name: "alg HS512 header", header: `Bearer ${b64url(JSON.stringify({ alg: "HS512", typ: "JWT" }))}.${payload}.${signature}` },
+    { name: "a tampered payload", header: `Bearer ${head}.${escalated}.${signature}` },
+    { name: "another key's signature", header: `Bearer ${head}.${payload}.${foreignKey}` },
+    { name: "a refresh token", header: `Bearer ${refreshToken}` },
+    { name: "an oversized token", header: `Bearer ${"T".repeat(12_000)}` },
+  ];
+}
+
+/**
+ * Only the token attacks of {@link describeHostileInput} (`options.auth` required), for a service whose other hostile
+ * input is already covered by its own suite with security off.
+ */
+export function describeHostileTokens(name: string, options: HostileInputOptions & { auth: NonNullable<HostileInputOptions["auth"]> }): void {
+  describe(`hostile tokens: ${name}`, () => tokenAttacks(options, options.rest === false ? [] : restRoutes(options.service), (m) => `/${options.service.typeName}/${m.name}`, 5_000));
+}
+
+function tokenAttacks(options: HostileInputOptions, routes: Route[], rpcPath: (m: DescMethod) => string, answerMs: number): void {
+  const auth = options.auth!;
+  const isPublic = (m: DescMethod) => auth.publicMethods?.includes(m.name) === true;
+  const values = options.pathValues ?? {};
+  const headersOf = (header: string | undefined): Record<string, string> => (header === undefined ? {} : { authorization: header });
+  describe("tokens", () => {
+    for (const route of routes.filter((r) => !isPublic(r.method))) {
+      it(`REST ${route.verb} ${route.template}: missing, malformed and forged tokens are 401 unauthenticated`, async () => {
+        const { restUrl } = options.target();
+        for (const bad of badAuthorizations(auth.token(), auth.refreshToken())) {
+          const res = await fetch(restUrl + fill(route.template, values), { method: route.verb, body: route.hasBody ? route.emptyBody : undefined, headers: { ...headersOf(bad.header), "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+          const body = await expectErrorShape(res, 401, "unauthenticated", "TTTTTTTTTT").catch((err: Error) => {
+            throw new Error(`${bad.name}: ${err.message}`);
+          });
+          expect(body.message, bad.name).not.toMatch(/internal/);
+        }
+      });
+    }
+    for (const route of routes) {
+      it(`REST ${route.verb} ${route.template}: malformed bodies and paths with a valid token are 4xx, never 5xx`, async () => {
+        const { restUrl } = options.target();
+        const variable = firstVariable(route.template);
+        const paths = [fill(route.template, values), ...(variable ? ["%00", "%7B", "..", "%2F%2F", "x".repeat(600)].map((raw) => fill(route.template, values, { name: variable, raw })) : [])];
+        const bodies = route.hasBody ? ['{"a":', "[1,2", '{"password":5}', '{"resourceActionBind":[{"action":7}]}', "null", '"\\ud800"', "\u0000"] : [undefined];
+        for (const path of paths) {
+          for (const body of bodies) {
+            const res = await fetch(restUrl + path, { method: route.verb, body, headers: { authorization: `Bearer ${auth.token()}`, "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+            if (res.status < 400) {
+              await res.body?.cancel(); // e.g. a watch that started: it never ends by itself
+              continue;
+            }
+            const text = await res.text();
+            expect(res.status, `${route.verb} ${path} ${body}: ${text.slice(0, 200)}`).toBeLessThan(500);
+            if (res.status >= 400 && res.status !== 404) {
+              const parsed = JSON.parse(text) as Record<string, unknown>;
+              expect(Object.keys(parsed).sort(), text).toEqual(["code", "message"]);
+            }
+          }
+        }
+      });
+    }
+    for (const method of options.service.methods.filter((m) => !isPublic(m))) {
+      it(`RPC ${method.name}: missing, malformed and forged tokens are unauthenticated on Connect and gRPC`, async () => {
+        const { connectUrl, grpcUrl } = options.target();
+        for (const bad of badAuthorizations(auth.token(), auth.refreshToken())) {
+          if (method.methodKind === "unary") {
+            const res = await fetch(connectUrl + rpcPath(method), { method: "POST", body: "{}", headers: { ...headersOf(bad.header), "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+            await expectErrorShape(res, 401, "unauthenticated", "TTTTTTTTTT").catch((err: Error) => {
+              throw new Error(`${bad.name}: ${err.message}`);
+            });
+          }
+          const grpc = await grpcCall(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(0))], { timeoutMs: answerMs, headers: headersOf(bad.header) });
+          expect([bad.name, grpc.status]).toEqual([bad.name, "16"]);
+        }
+      });
+    }
+    for (const method of options.service.methods.filter((m) => m.methodKind === "unary" && m.input.fields.length > 0)) {
+      it(`RPC ${method.name}: a valid token with wrongly typed JSON is invalid_argument`, async () => {
+        const { connectUrl } = options.target();
+        const wrong = Object.fromEntries(method.input.fields.map((f) => [f.jsonName, { nested: [1] }]));
+        const res = await fetch(connectUrl + rpcPath(method), { method: "POST", body: JSON.stringify(wrong), headers: { authorization: `Bearer ${auth.token()}`, "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+        await expectErrorShape(res, 400, "invalid_argument");
       });
     }
   });

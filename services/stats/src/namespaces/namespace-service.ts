@@ -4,6 +4,7 @@ import type { ConfigStore } from "@gov/config-service";
 import type { NamespaceIndex } from "@gov/namespaces";
 import type { RegistryStore, TopologyStore } from "@gov/registry-service";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { callerOf, readableNamespaces } from "@gov/security-service";
 
 export interface NamespaceServiceDeps {
   index: Omit<NamespaceIndex, "close">;
@@ -14,12 +15,9 @@ export interface NamespaceServiceDeps {
   namespaceRule: NamespaceRule;
 }
 
-/**
- * The namespaces a caller may see. Today: all of them. Security scopes it by the caller's role (contract §7: only the
- * namespaces the caller may read) — this is the one place to do it.
- */
-export function visibleNamespaces(all: string[], _ctx: HandlerContext): string[] {
-  return all;
+/** The namespaces a caller may see (contract §7): those its roles let it read; all for an admin or with security off. */
+export function visibleNamespaces(all: string[], ctx: HandlerContext): string[] {
+  return readableNamespaces(callerOf(ctx), all);
 }
 
 /**

@@ -1,0 +1,219 @@
+import { getOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
+import { http } from "@gov/api";
+import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
+import type { IdSource } from "./ids.js";
+import type { AuditWriter } from "./audit-log.js";
+import { mayAccess, principalKey, type Principal } from "./principal.js";
+import type { AuditSelection } from "./settings.js";
+
+/** What the interceptors decide per method, worked out once from its descriptor. */
+interface MethodRule {
+  access: Access;
+  read: boolean;
+  /**
+   * Where the request's namespace is: its `namespace` field, or one level down (a keepalive's `register.namespace`);
+   * undefined: the request has none (then the RPC is admin-only unless `access` says otherwise).
+   */
+  namespacePath: string[] | undefined;
+  /** REST method and path template of its http rule (the audit log's action and resource). */
+  httpMethod: string;
+  template: string;
+  /** The template cut at its variables: literal, field local name, literal, … (built once). */
+  parts: string[];
+}
+
+const isNamespaceField = (f: DescField) => f.name === "namespace" && f.fieldKind === "scalar";
+
+function namespacePathOf(input: DescMessage): string[] | undefined {
+  if (input.fields.some(isNamespaceField)) return ["namespace"];
+  for (const f of input.fields) {
+    if (f.fieldKind === "message" && f.message.fields.some(isNamespaceField)) return [f.localName, "namespace"];
+  }
+  return undefined;
+}
+
+function namespaceOf(rule: MethodRule, message: unknown): unknown {
+  let value = message;
+  for (const key of rule.namespacePath!) value = (value as Record<string, unknown> | undefined)?.[key];
+  return value;
+}
+
+const rules = new Map<DescMethod, MethodRule>();
+export function ruleOf(method: DescMethod): MethodRule {
+  let rule = rules.get(method);
+  if (!rule) {
+    const httpRule = getOption(method, http);
+    const pattern = httpRule?.pattern;
+    const hasTemplate = pattern && pattern.case !== undefined && pattern.case !== "custom";
+    const template = hasTemplate ? (pattern.value as string) : `/${method.parent.typeName}/${method.name}`;
+    rule = {
+      access: getOption(method, access),
+      read: method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
+      namespacePath: namespacePathOf(method.input),
+      httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
+      template,
+      parts: template.split(/\{([a-z_][a-z0-9_]*)\}/).map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
+    };
+    rules.set(method, rule);
+  }
+  return rule;
+}
+
+/** Path characters that would end or split a segment; everything else stays readable (`{dev}` stays `{dev}`). */
+const SEGMENT_BREAKERS = /[%/?#\s\u0000-\u001f\u007f]/g;
+
+/** The REST path of a call: its rule's template with the request's values (for an RPC without a rule, its RPC path). */
+export function resourceOf(rule: MethodRule, message: unknown): string {
+  const { parts } = rule;
+  if (parts.length === 1 || message === undefined) return rule.template;
+  const fields = message as Record<string, unknown>;
+  let out = parts[0];
+  for (let i = 1; i < parts.length; i += 2) {
+    const value = fields[parts[i]];
+    const text = value === undefined ? `{${parts[i]}}` : String(value);
+    SEGMENT_BREAKERS.lastIndex = 0;
+    out += (SEGMENT_BREAKERS.test(text) ? text.replace(SEGMENT_BREAKERS, encodeURIComponent) : text) + parts[i + 1];
+  }
+  return out;
+}
+
+const denied = (message: string) => new ConnectError(message, Code.PermissionDenied);
+
+/**
+ * Refuses `message` unless `principal` may do what `rule` needs with it. `bound`: a later message of a stream whose
+ * first one was authorized, which may leave the namespace out (a keepalive's pings).
+ */
+function authorize(rule: MethodRule, principal: Principal, message: unknown, bound = false): void {
+  switch (rule.access) {
+    case Access.PUBLIC:
+    case Access.AUTHENTICATED:
+      return;
+    case Access.SELF_OR_ADMIN:
+      if (principal.admin || (message as { username?: unknown }).username === principal.username) return;
+      throw denied("only the user themself or an administrator may do this");
+    case Access.ADMIN:
+      if (principal.admin) return;
+      throw denied(`this needs the "admin" role: ask an administrator`);
+    default: {
+      if (!rule.namespacePath) {
+        if (principal.admin) return;
+        throw denied(`this needs the "admin" role: ask an administrator`);
+      }
+      const namespace = namespaceOf(rule, message);
+      if (bound && (namespace === undefined || namespace === "")) return;
+      const need = rule.read ? "r" : "w";
+      if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;
+      throw denied(`user ${JSON.stringify(principal.username)} has no "${need}" permission on namespace ${JSON.stringify(String(namespace).slice(0, 256))}: ask an administrator to bind a role that grants it`);
+    }
+  }
+}
+
+/** Checks every message of a request stream (a keepalive's, an import's) as it arrives. */
+async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  let bound = false;
+  for await (const m of messages) {
+    authorize(rule, principal, m, bound);
+    bound = true;
+    yield m;
+  }
+}
+
+export interface Authenticator {
+  /** Synchronous answer from the caches, or undefined. */
+  cachedPrincipal(header: string | null): Principal | undefined;
+  authenticate(header: string | null): Promise<Principal>;
+}
+
+/**
+ * The one authorization interceptor (contract §7), installed by the process runner in front of every service on every
+ * transport: the bearer token from `authorization`, read or write from the RPC's idempotency level, the namespace
+ * from the request's `namespace` field, and the `gov.security.v1.access` method option for everything else. The
+ * caller is then in the handler's context (`callerOf(ctx)`).
+ */
+export function authorizationInterceptor(auth: Authenticator): Interceptor {
+  return (next) => (req) => {
+    const rule = ruleOf(req.method);
+    if (rule.access === Access.PUBLIC) return next(req);
+    const header = req.header.get("authorization");
+    const pass = (principal: Principal) => {
+      req.contextValues.set(principalKey, principal);
+      if (!req.stream) {
+        authorize(rule, principal, req.message);
+        return next(req);
+      }
+      return next({ ...req, message: authorizedStream(rule, principal, req.message) as typeof req.message });
+    };
+    // The hot path (token and user cached) costs no promise of its own.
+    const cached = auth.cachedPrincipal(header);
+    if (cached) {
+      try {
+        return pass(cached);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return auth.authenticate(header).then(pass);
+  };
+}
+
+/** Entries hold what clients sent (a refused call's names too): capped, so that the log's size stays bounded. */
+const cap = (text: string, max: number) => (text.length <= max ? text : `${text.slice(0, max)}…`);
+
+const selects = (selection: AuditSelection, read: boolean) => selection === "rw" || (read ? selection === "read" : selection === "write");
+
+/**
+ * Records the calls `gov.security.audit-log.action` selects, refused ones included (it runs outside the authorization
+ * interceptor), without waiting for the store: the writer batches entries off the request path.
+ */
+export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
+  const now = opts.now ?? Date.now;
+  return (next) => (req) => {
+    const rule = ruleOf(req.method);
+    if (!selects(opts.selection, rule.read)) return next(req); // no promise of its own for unrecorded calls
+    return recorded(next, req, rule);
+  };
+  async function recorded<R extends UnaryRequest | StreamRequest>(next: (req: R) => Promise<UnaryResponse | StreamResponse>, req: R, rule: MethodRule) {
+    let first: unknown = req.stream ? undefined : req.message;
+    const request = req.stream
+      ? {
+          ...req,
+          message: (async function* (messages: AsyncIterable<unknown>) {
+            for await (const m of messages) {
+              first ??= m;
+              yield m;
+            }
+          })(req.message),
+        }
+      : req;
+    /** Queues the entry; a promise only when the writer's queue is full (then the call waits for it to drain). */
+    const record = (status: number, msg: string): Promise<void> | undefined => {
+      const ip = req.header.get("x-forwarded-for")?.split(",")[0]?.trim() ?? "";
+      const principal = req.contextValues.get(principalKey);
+      return opts.writer.record({
+        id: opts.ids.nextId(),
+        // a login's operator is the user it is for (there is no principal yet)
+        operator: cap(principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""), 256),
+        ip: cap(ip, 64),
+        resource: cap(resourceOf(rule, first), 2048),
+        action: rule.httpMethod,
+        status,
+        msg: cap(msg, 1024),
+        opTime: now(),
+      });
+    };
+    let res;
+    try {
+      res = await next(request as R);
+    } catch (err) {
+      const e = ConnectError.from(err);
+      await record(codeToHttpStatus(e.code), e.rawMessage);
+      throw err;
+    }
+    const full = record(200, "");
+    if (full) await full;
+    return res;
+  }
+}

@@ -1,0 +1,195 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import type { Logger } from "@gov/service-kit";
+import { DUMMY_HASH, generatePassword, hashPassword, MAX_PASSWORD_BYTES, verifyPassword } from "./passwords.js";
+import { principalOf, type Principal } from "./principal.js";
+import type { SecurityStore, UserRecord } from "./store/security-store.js";
+import { createTokens, generateJwtKey, TokenRefused, type Tokens } from "./tokens.js";
+
+export interface CoreSettings {
+  superUsername: string;
+  superPassword?: string;
+  enforceInitSuperUser: boolean;
+  jwtSecret?: string;
+  accessValidity: number;
+  refreshValidity: number;
+  maxFailures: number;
+  lockDuration: number;
+}
+
+/** The same answer for an unknown user and a wrong password (contract §7): nothing tells them apart. */
+const WRONG_CREDENTIALS = "wrong username or password";
+const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
+
+/** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
+const TOKEN_CACHE_SIZE = 10_000;
+
+export function isLocked(user: Pick<UserRecord, "locked" | "lockedUntil">, now: number): boolean {
+  return user.locked || user.lockedUntil > now;
+}
+
+export function checkPassword(password: string, field = "password"): void {
+  if (password === "") throw new ConnectError(`${field} is empty: send a password`, Code.InvalidArgument);
+  if (Buffer.byteLength(password) > MAX_PASSWORD_BYTES) throw new ConnectError(`${field} is longer than ${MAX_PASSWORD_BYTES} bytes: choose a shorter one`, Code.InvalidArgument);
+}
+
+/**
+ * Logins, token refresh and "who is this bearer token": the security service's handlers and the authorization
+ * interceptor share one core per process. Principals are cached by username and verified tokens by their text; the
+ * store's change events (from every replica) drop what changed, so a lock, delete or role change applies at once.
+ */
+export async function createSecurityCore(opts: { store: SecurityStore; settings: CoreSettings; logger: Logger; now?: () => number; announce?: (text: string) => void }) {
+  const { store, settings, logger } = opts;
+  const now = opts.now ?? Date.now;
+  const secret = settings.jwtSecret ?? (await store.jwtKey(generateJwtKey()));
+  const tokens: Tokens = createTokens(secret, { accessMs: settings.accessValidity, refreshMs: settings.refreshValidity }, now);
+
+  const verified = new Map<string, { username: string; expiresAt: number; issuedAt: number }>();
+  /** username → its principal, or null for "no such user"; lock state checked per use (it expires by itself). */
+  const principals = new Map<string, { principal: Principal; user: UserRecord } | null>();
+  let cacheTrusted = true;
+  const unsubscribe = store.onChange((change) => {
+    if (change.kind === "user") principals.delete(change.name);
+    else {
+      principals.clear();
+      if (change.kind === "all") cacheTrusted = change.trusted;
+    }
+  });
+
+  const loadPrincipal = async (username: string): Promise<{ principal: Principal; user: UserRecord } | null> => {
+    const cached = principals.get(username);
+    if (cached !== undefined) return cached;
+    const user = await store.getUser(username);
+    let entry: { principal: Principal; user: UserRecord } | null = null;
+    if (user) {
+      const roles = await Promise.all(user.roles.map((r) => store.getRole(r)));
+      entry = { principal: principalOf(username, username === settings.superUsername, user.roles, roles.flatMap((r) => r?.bindings ?? [])), user };
+    }
+    if (cacheTrusted) principals.set(username, entry);
+    return entry;
+  };
+
+  /** The user a still-valid login belongs to, read again: deleted and locked users are refused, and old sessions. */
+  const currentUser = async (username: string, issuedAt: number) => {
+    const entry = await loadPrincipal(username);
+    if (!entry) throw unauthenticated(`user ${JSON.stringify(username)} no longer exists: log in as another user`);
+    if (username !== settings.superUsername && isLocked(entry.user, now())) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it`);
+    if (issuedAt < (entry.user.tokensAfter ?? 0)) throw unauthenticated("the password changed after this token was issued: log in again");
+    return entry;
+  };
+
+  return {
+    tokens,
+    superUsername: settings.superUsername,
+
+    /**
+     * The caller when both its token and its user are cached and valid (the common case, answered without a promise);
+     * undefined sends the caller to {@link authenticate}.
+     */
+    cachedPrincipal(header: string | null): Principal | undefined {
+      if (header === null || header.length < 8 || !/^bearer /i.test(header)) return undefined;
+      const hit = verified.get(header.slice(7).trim());
+      if (hit === undefined || hit.expiresAt <= now()) return undefined;
+      const entry = principals.get(hit.username);
+      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now())) || hit.issuedAt < (entry.user.tokensAfter ?? 0)) return undefined;
+      return entry.principal;
+    },
+
+    /** The caller of an `authorization` header value (`Bearer <accessToken>`), or unauthenticated (401). */
+    async authenticate(header: string | null): Promise<Principal> {
+      if (!header) throw unauthenticated("no access token: log in (POST /v1/authenticate/{username}/login) and send Authorization: Bearer <accessToken>");
+      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+      if (!m) throw unauthenticated("the Authorization header must be \"Bearer <accessToken>\"");
+      const token = m[1];
+      let hit = verified.get(token);
+      if (hit === undefined || hit.expiresAt <= now()) {
+        if (hit) verified.delete(token);
+        try {
+          const v = await tokens.verify(token, "access");
+          hit = { username: v.username, expiresAt: v.expiresAt, issuedAt: v.issuedAt };
+        } catch (err) {
+          throw err instanceof TokenRefused ? unauthenticated(err.message) : err;
+        }
+        if (verified.size >= TOKEN_CACHE_SIZE) verified.clear();
+        verified.set(token, hit);
+      }
+      return (await currentUser(hit.username, hit.issuedAt)).principal;
+    },
+
+    async login(username: string, password: string) {
+      checkPassword(password);
+      const user = await store.getUser(username);
+      if (!user) {
+        await verifyPassword(password, DUMMY_HASH); // the same work as for a known user
+        throw unauthenticated(WRONG_CREDENTIALS);
+      }
+      const superUser = username === settings.superUsername;
+      const locked = !superUser && isLocked(user, now());
+      const ok = await verifyPassword(password, user);
+      if (!ok) {
+        if (!superUser && !locked) await store.recordFailure(username, settings.maxFailures, now() + settings.lockDuration);
+        throw unauthenticated(WRONG_CREDENTIALS);
+      }
+      if (locked) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it${user.locked ? "" : ", or wait until the lock from failed logins ends"}`);
+      if (user.failures > 0) await store.updateUser(username, { failures: 0 });
+      return tokens.issue(username);
+    },
+
+    async refresh(username: string, accessToken: string, refreshToken: string) {
+      const verify = async (token: string, use: "access" | "refresh") => {
+        try {
+          return await tokens.verify(token, use, { ignoreExpiry: use === "access" });
+        } catch (err) {
+          throw err instanceof TokenRefused ? unauthenticated(err.message) : err;
+        }
+      };
+      const refresh = await verify(refreshToken, "refresh");
+      const access = await verify(accessToken, "access");
+      if (refresh.aid !== access.jti || refresh.username !== access.username) throw unauthenticated("the refresh token does not belong to this access token: log in again");
+      if (access.username !== username) throw unauthenticated(`these tokens belong to another user than ${JSON.stringify(username)}`);
+      await currentUser(username, refresh.issuedAt);
+      return tokens.issue(username);
+    },
+
+    /**
+     * Makes sure the super user exists (and resets it when `gov.security.enforce-init-super-user`). A generated
+     * password is printed once by `announce`; a password from the settings is never printed.
+     */
+    async initSuperUser(announce: (text: string) => void): Promise<void> {
+      const name = settings.superUsername;
+      const existing = await store.getUser(name);
+      if (existing && !settings.enforceInitSuperUser) return;
+      const password = settings.superPassword ?? generatePassword();
+      const hashed = await hashPassword(password);
+      if (existing) {
+        await store.updateUser(name, { ...hashed, locked: false, lockedUntil: 0, failures: 0, tokensAfter: Math.floor(now() / 1000) });
+        logger.warn({ username: name }, "super user re-initialized (gov.security.enforce-init-super-user)");
+      } else if (!(await store.addUser({ username: name, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 }))) {
+        return; // another replica created it at the same time (and printed its password)
+      } else {
+        logger.info({ username: name }, "super user created");
+      }
+      if (!settings.superPassword) announce(superUserBanner(name, password, existing ? "reset" : "created"));
+    },
+
+    close() {
+      unsubscribe();
+    },
+  };
+}
+
+export type SecurityCore = Awaited<ReturnType<typeof createSecurityCore>>;
+
+function superUserBanner(name: string, password: string, done: "created" | "reset"): string {
+  const body = JSON.stringify({ password });
+  return [
+    "",
+    "=".repeat(72),
+    `Super user "${name}" ${done} with the password: ${password}`,
+    "It is shown this once. Log in (replace the address with yours):",
+    `  TOKEN=$(curl -s -X POST -d '${body}' http://localhost:8080/v1/authenticate/${name}/login | jq -r .accessToken)`,
+    `  curl -H "Authorization: Bearer $TOKEN" http://localhost:8080/v1/users`,
+    "Set gov.super.password (GOV_SUPER_PASSWORD) to choose it; gov.super.init=true resets it at startup.",
+    "=".repeat(72),
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,169 @@
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { auditMatcher, csvRecord, CSV_HEADER, csvRow, type AuditWriter } from "./audit-log.js";
+import { hashPassword, verifyPassword } from "./passwords.js";
+import { ADMIN_ROLE, callerOf } from "./principal.js";
+import { checkPassword, isLocked, type SecurityCore } from "./security-core.js";
+import type { AuditRecord, Binding, SecurityStore } from "./store/security-store.js";
+
+export interface SecurityServiceDeps {
+  core: SecurityCore;
+  store: SecurityStore;
+  audit: AuditWriter;
+  namespaceRule: NamespaceRule;
+  now?: () => number;
+}
+
+const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const MAX_NAME = 128;
+
+function checkName(value: string, what: string): void {
+  if (value === "") throw invalid(`${what} is empty`);
+  if (value.length > MAX_NAME || /[\u0000-\u001f\u007f]/.test(value)) throw invalid(`${what} must be at most ${MAX_NAME} characters without control characters`);
+}
+
+const DEFAULT_LIMIT = 20;
+const MAX_LIMIT = 1000;
+const ROWS_PER_CHUNK = 500;
+
+/** The handlers of gov.security.v1.SecurityService (contract §7); who may call which is the interceptor's job. */
+export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<typeof SecurityService> {
+  const { core, store, audit } = deps;
+  const now = deps.now ?? Date.now;
+  const superUser = core.superUsername;
+  const userOrThrow = async (username: string) => {
+    checkName(username, "username");
+    const user = await store.getUser(username);
+    if (!user) throw new ConnectError(`user ${JSON.stringify(username)} does not exist`, Code.NotFound);
+    return user;
+  };
+  const filtered = async (req: { query: string; from: string; to: string; successful?: boolean }) => {
+    const match = auditMatcher(req);
+    await audit.flushed(); // what was recorded before this query is in it
+    return (await store.readAudit()).filter(match);
+  };
+  return {
+    async login(req) {
+      checkName(req.username, "username");
+      return core.login(req.username, req.password);
+    },
+    async refresh(req) {
+      checkName(req.username, "username");
+      if (!req.accessToken || !req.refreshToken) throw invalid("send both tokens of the pair: {accessToken, refreshToken}");
+      return core.refresh(req.username, req.accessToken, req.refreshToken);
+    },
+    async listUsers() {
+      const t = now();
+      const users = await store.listUsers();
+      return { users: users.sort((a, b) => a.username.localeCompare(b.username)).map((u) => ({ username: u.username, roles: u.roles, locked: isLocked(u, t) })) };
+    },
+    async addUser(req) {
+      checkName(req.username, "username");
+      checkPassword(req.password);
+      const hashed = await hashPassword(req.password);
+      const added = await store.addUser({ username: req.username, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 });
+      if (!added) throw new ConnectError(`user ${JSON.stringify(req.username)} already exists`, Code.AlreadyExists);
+      return { added };
+    },
+    async removeUser(req) {
+      checkName(req.username, "username");
+      if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be removed`, Code.FailedPrecondition);
+      if (!(await store.removeUser(req.username))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      return { removed: true };
+    },
+    async changePassword(req, ctx: HandlerContext) {
+      const user = await userOrThrow(req.username);
+      checkPassword(req.newPassword, "newPassword");
+      const caller = callerOf(ctx);
+      // An admin may reset anyone's password; everyone else (and an admin changing their own) proves the old one.
+      const needsOld = !caller || !caller.admin || caller.username === req.username;
+      if (needsOld && (req.oldPassword === "" || !(await verifyPassword(req.oldPassword, user)))) {
+        throw new ConnectError("oldPassword is wrong: send the current password to change it", Code.PermissionDenied);
+      }
+      // sessions issued before the change end (a stolen token or password stops working)
+      const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), tokensAfter: Math.floor(now() / 1000) });
+      if (!changed) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      return { changed };
+    },
+    async bindRoles(req) {
+      await userOrThrow(req.username);
+      const names = [...new Set(req.roleNames)];
+      for (const name of names) {
+        checkName(name, "role name");
+        if (name !== ADMIN_ROLE && !(await store.getRole(name))) throw new ConnectError(`role ${JSON.stringify(name)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
+      }
+      if (!(await store.updateUser(req.username, { roles: names }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      return { bound: true };
+    },
+    async lockUser(req) {
+      checkName(req.username, "username");
+      if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be locked`, Code.FailedPrecondition);
+      if (!(await store.updateUser(req.username, { locked: true }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      return { locked: true };
+    },
+    async unlockUser(req) {
+      checkName(req.username, "username");
+      if (!(await store.updateUser(req.username, { locked: false, lockedUntil: 0, failures: 0 }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      return { unlocked: true };
+    },
+    async listRoles() {
+      const roles = await store.listRoles();
+      return { roles: roles.sort((a, b) => a.name.localeCompare(b.name)).map((r) => ({ name: r.name, desc: r.desc })) };
+    },
+    async getRoleBindings(req) {
+      checkName(req.roleName, "roleName");
+      const role = await store.getRole(req.roleName);
+      if (!role) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
+      return { bindings: role.bindings };
+    },
+    async putRole(req) {
+      checkName(req.roleName, "roleName");
+      if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be defined, only bound to users`);
+      if (req.desc.length > 1024) throw invalid("desc must be at most 1024 characters");
+      if (req.resourceActionBind.length > 1000) throw invalid("a role binds at most 1000 namespaces");
+      const bindings: Binding[] = req.resourceActionBind.map((b) => {
+        checkNamespace(b.namespace, deps.namespaceRule);
+        if (b.action !== "r" && b.action !== "w" && b.action !== "rw") throw invalid(`action ${JSON.stringify(b.action.slice(0, 16))} of ${b.namespace} is not one of r, w, rw`);
+        return { namespace: b.namespace, action: b.action };
+      });
+      await store.putRole({ name: req.roleName, desc: req.desc, bindings });
+      return { saved: true };
+    },
+    async deleteRole(req) {
+      checkName(req.roleName, "roleName");
+      if (!(await store.removeRole(req.roleName))) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
+      return { removed: true };
+    },
+    async queryAuditLog(req) {
+      if (req.offset < 0) throw invalid("offset must be 0 or more");
+      if (req.limit < 0 || req.limit > MAX_LIMIT) throw invalid(`limit must be from 1 to ${MAX_LIMIT} (0 = ${DEFAULT_LIMIT})`);
+      const limit = req.limit || DEFAULT_LIMIT;
+      let page: AuditRecord[];
+      let total: number;
+      if (req.query === "" && req.from === "" && req.to === "" && req.successful === undefined) {
+        await audit.flushed();
+        ({ entries: page, total } = await store.readAuditPage(req.offset, limit)); // no filter: read just the page
+      } else {
+        const all = await filtered(req);
+        page = all.slice(req.offset, req.offset + limit);
+        total = all.length;
+      }
+      return {
+        total,
+        list: page.map((e) => ({ id: e.id, operator: e.operator, ip: e.ip, resource: e.resource, action: e.action, status: e.status, msg: e.msg, opTime: timestampFromMs(e.opTime) })),
+      };
+    },
+    async *exportAuditLog(req, ctx) {
+      if (req.limit < 0) throw invalid("limit must be 0 (everything) or more");
+      let rows = await filtered(req);
+      if (req.limit > 0) rows = rows.slice(0, req.limit);
+      const encoder = new TextEncoder();
+      yield { body: { contentType: "text/csv; charset=utf-8", data: encoder.encode(csvRow(CSV_HEADER)) }, fileName: `audit-log_${now()}.csv` };
+      for (let i = 0; i < rows.length && !ctx.signal.aborted; i += ROWS_PER_CHUNK) {
+        yield { body: { data: encoder.encode(rows.slice(i, i + ROWS_PER_CHUNK).map(csvRecord).join("")) } };
+      }
+    },
+  };
+}

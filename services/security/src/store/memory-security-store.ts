@@ -1,0 +1,97 @@
+import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
+
+const copyUser = (u: UserRecord): UserRecord => ({ ...u, roles: [...u.roles] });
+const copyRole = (r: RoleRecord): RoleRecord => ({ ...r, bindings: r.bindings.map((b) => ({ ...b })) });
+
+/** The embedded store (contract §1): the same behaviour as Redis, in this process, for trying the product and tests. */
+export function createMemorySecurityStore(): SecurityStore {
+  const users = new Map<string, UserRecord>();
+  const roles = new Map<string, RoleRecord>();
+  let audit: AuditRecord[] = []; // oldest first
+  let kept = Number.MAX_SAFE_INTEGER;
+  let key: string | undefined;
+  const listeners = new Set<(change: SecurityChange) => void>();
+  const announce = (change: SecurityChange) => {
+    for (const l of listeners) l(change);
+  };
+  return {
+    kind: "embedded",
+    async getUser(username) {
+      const u = users.get(username);
+      return u && copyUser(u);
+    },
+    async listUsers() {
+      return [...users.values()].map(copyUser);
+    },
+    async addUser(user) {
+      if (users.has(user.username)) return false;
+      users.set(user.username, copyUser(user));
+      announce({ kind: "user", name: user.username });
+      return true;
+    },
+    async updateUser(username, patch: UserPatch) {
+      const u = users.get(username);
+      if (!u) return false;
+      users.set(username, copyUser({ ...u, ...patch }));
+      announce({ kind: "user", name: username });
+      return true;
+    },
+    async removeUser(username) {
+      if (!users.delete(username)) return false;
+      announce({ kind: "user", name: username });
+      return true;
+    },
+    async recordFailure(username, maxFailures, lockUntil) {
+      const u = users.get(username);
+      if (!u) return;
+      u.failures++;
+      if (u.failures >= maxFailures) {
+        u.failures = 0;
+        u.lockedUntil = lockUntil;
+      }
+      announce({ kind: "user", name: username });
+    },
+    async getRole(name) {
+      const r = roles.get(name);
+      return r && copyRole(r);
+    },
+    async listRoles() {
+      return [...roles.values()].map(copyRole);
+    },
+    async putRole(role) {
+      roles.set(role.name, copyRole(role));
+      announce({ kind: "role", name: role.name });
+    },
+    async removeRole(name) {
+      if (!roles.delete(name)) return false;
+      announce({ kind: "role", name });
+      return true;
+    },
+    async appendAudit(entries, maxEntries) {
+      for (const e of entries) audit.push({ ...e });
+      // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.
+      if (audit.length > maxEntries + Math.max(1000, maxEntries >> 3)) audit = audit.slice(audit.length - maxEntries);
+      kept = maxEntries;
+    },
+    async readAudit() {
+      return audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse();
+    },
+    async readAuditPage(offset, limit) {
+      const total = Math.min(audit.length, kept);
+      const end = audit.length - offset; // newest first: index audit.length - 1 is entry 0
+      const entries = audit.slice(Math.max(audit.length - total, end - limit), Math.max(0, end)).map((e) => ({ ...e })).reverse();
+      return { entries, total };
+    },
+    async jwtKey(candidate) {
+      key ??= candidate;
+      return key;
+    },
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      listeners.clear();
+    },
+  };
+}

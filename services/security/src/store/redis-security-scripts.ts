@@ -1,0 +1,113 @@
+import { defineScript } from "@gov/redis";
+import type { SecurityChange } from "./security-store.js";
+
+/**
+ * The Redis layout of the security store, all in the system namespace `ns` (contract §2), whose `{tag}` puts every key
+ * in one Cluster slot:
+ *
+ * - `ns:sec_users` set of usernames; `ns:sec_user:<name>` hash (salt, hash, roles JSON, locked, lockedUntil, failures,
+ *   tokensAfter);
+ * - `ns:sec_roles` hash role name → `{desc, bindings}` JSON;
+ * - `ns:sec_audit` list of entry JSON, newest first, trimmed to the retention;
+ * - `ns:sec_jwt_key` the generated JWT key.
+ *
+ * Every change publishes `{kind, name}` on `ns:sec_evt`, which every replica's caches follow.
+ */
+export function securityKeys(ns: string) {
+  return {
+    users: `${ns}:sec_users`,
+    user: (name: string) => `${ns}:sec_user:${name}`,
+    roles: `${ns}:sec_roles`,
+    audit: `${ns}:sec_audit`,
+    jwtKey: `${ns}:sec_jwt_key`,
+    channel: `${ns}:sec_evt`,
+  };
+}
+
+export function parseSecurityEvent(_channel: string, message: string): SecurityChange | undefined {
+  try {
+    const m = JSON.parse(message) as { kind?: unknown; name?: unknown };
+    if ((m.kind === "user" || m.kind === "role") && typeof m.name === "string") return { kind: m.kind, name: m.name };
+  } catch {
+    // not ours
+  }
+  return undefined;
+}
+
+const PUBLISH = `local function publish(kind, name) redis.call('PUBLISH', ARGV[1], cjson.encode({ kind = kind, name = name })) end`;
+
+/** KEYS users, user; ARGV channel, name, then field/value pairs. 0 when the user exists. */
+export const ADD_USER = defineScript(
+  "sec_add_user",
+  2,
+  `${PUBLISH}
+if redis.call('SADD', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+publish('user', ARGV[2])
+return 1`,
+);
+
+/** KEYS users, user; ARGV channel, name, then field/value pairs. 0 when there is no such user. */
+export const UPDATE_USER = defineScript(
+  "sec_update_user",
+  2,
+  `${PUBLISH}
+if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], unpack(ARGV, 3))
+publish('user', ARGV[2])
+return 1`,
+);
+
+/** KEYS users, user; ARGV channel, name. */
+export const REMOVE_USER = defineScript(
+  "sec_remove_user",
+  2,
+  `${PUBLISH}
+if redis.call('SREM', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('DEL', KEYS[2])
+publish('user', ARGV[2])
+return 1`,
+);
+
+/** KEYS users, user; ARGV channel, name, maxFailures, lockUntil. */
+export const RECORD_FAILURE = defineScript(
+  "sec_record_failure",
+  2,
+  `${PUBLISH}
+if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then return 0 end
+local n = redis.call('HINCRBY', KEYS[2], 'failures', 1)
+if n >= tonumber(ARGV[3]) then redis.call('HSET', KEYS[2], 'failures', 0, 'lockedUntil', ARGV[4]) end
+publish('user', ARGV[2])
+return 1`,
+);
+
+/** KEYS roles; ARGV channel, name, JSON (absent: remove). */
+export const SET_ROLE = defineScript(
+  "sec_set_role",
+  1,
+  `${PUBLISH}
+local n
+if ARGV[3] then n = redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) else n = redis.call('HDEL', KEYS[1], ARGV[2]) end
+publish('role', ARGV[2])
+return n`,
+);
+
+/** KEYS audit; ARGV maxEntries, then entries oldest first. One call per batch: LPUSH and trim together. */
+export const APPEND_AUDIT = defineScript(
+  "sec_append_audit",
+  1,
+  `redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
+redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+return 1`,
+);
+
+/** KEYS jwtKey; ARGV candidate. The stored key, or the candidate stored now. */
+export const JWT_KEY = defineScript(
+  "sec_jwt_key",
+  1,
+  `local k = redis.call('GET', KEYS[1])
+if k then return k end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]`,
+);

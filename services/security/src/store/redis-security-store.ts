@@ -1,0 +1,160 @@
+import { followChanges, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { ADD_USER, APPEND_AUDIT, JWT_KEY, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
+
+export interface RedisSecurityStoreOptions {
+  /** The system namespace (`gov-{system}`): every key starts with it. */
+  namespace: string;
+  kind?: "redis" | "redis-cluster";
+  /** The process's Pub/Sub hub; without it the store opens its own and OWNS `client` (quits it on close). */
+  hub?: SubscriberHub;
+}
+
+function userFields(patch: UserPatch): (string | number)[] {
+  const out: (string | number)[] = [];
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === undefined) continue;
+    out.push(k, k === "roles" ? JSON.stringify(v) : k === "locked" ? (v ? 1 : 0) : (v as string | number));
+  }
+  return out;
+}
+
+function toUser(username: string, h: Record<string, string>): UserRecord | undefined {
+  if (h.hash === undefined) return undefined;
+  let roles: unknown;
+  try {
+    roles = JSON.parse(h.roles ?? "[]");
+  } catch {
+    roles = [];
+  }
+  return {
+    username,
+    salt: h.salt ?? "",
+    hash: h.hash,
+    roles: Array.isArray(roles) ? roles.filter((r): r is string => typeof r === "string") : [],
+    locked: h.locked === "1",
+    lockedUntil: Number(h.lockedUntil ?? 0) || 0,
+    failures: Number(h.failures ?? 0) || 0,
+    ...(h.tokensAfter ? { tokensAfter: Number(h.tokensAfter) } : {}),
+  };
+}
+
+function toRole(name: string, json: string): RoleRecord {
+  const r = JSON.parse(json) as { desc?: string; bindings?: RoleRecord["bindings"] };
+  return { name, desc: r.desc ?? "", bindings: Array.isArray(r.bindings) ? r.bindings : [] };
+}
+
+const AUDIT_CHUNK = 2000;
+
+function parseAudit(list: string[]): AuditRecord[] {
+  return list.flatMap((json) => {
+    try {
+      return [JSON.parse(json) as AuditRecord];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
+export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
+  const keys = securityKeys(options.namespace);
+  const call = redisCaller(client);
+  const listeners = new Set<(change: SecurityChange) => void>();
+  const tell = (change: SecurityChange) => {
+    for (const l of listeners) l(change);
+  };
+  const feed = await followChanges<SecurityChange>(client, {
+    hub: options.hub,
+    pattern: keys.channel,
+    parse: parseSecurityEvent,
+    onChange: tell,
+    onLost: () => tell({ kind: "all", trusted: false }),
+    onLive: () => tell({ kind: "all", trusted: true }),
+  });
+  let closed = false;
+  const store: SecurityStore = {
+    kind: options.kind ?? "redis",
+    async getUser(username) {
+      return toUser(username, await call(() => client.hgetall(keys.user(username))));
+    },
+    async listUsers() {
+      const names = await call(() => client.smembers(keys.users));
+      if (names.length === 0) return [];
+      const pipeline = client.pipeline();
+      for (const n of names) pipeline.hgetall(keys.user(n));
+      const results = (await call(() => pipeline.exec())) ?? [];
+      return names.flatMap((n, i) => toUser(n, (results[i]?.[1] as Record<string, string>) ?? {}) ?? []);
+    },
+    async addUser(user) {
+      const { username, ...fields } = user;
+      return (await call(() => runScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
+    },
+    async updateUser(username, patch) {
+      const fields = userFields(patch);
+      if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
+      return (await call(() => runScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
+    },
+    async removeUser(username) {
+      return (await call(() => runScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
+    },
+    async recordFailure(username, maxFailures, lockUntil) {
+      await call(() => runScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
+    },
+    async getRole(name) {
+      const json = await call(() => client.hget(keys.roles, name));
+      return json === null ? undefined : toRole(name, json);
+    },
+    async listRoles() {
+      const all = await call(() => client.hgetall(keys.roles));
+      return Object.entries(all).map(([name, json]) => toRole(name, json));
+    },
+    async putRole(role) {
+      await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
+    },
+    async removeRole(name) {
+      return (await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
+    },
+    async appendAudit(entries, maxEntries) {
+      if (entries.length === 0) return;
+      await call(() => runScript(client, APPEND_AUDIT, [keys.audit], [maxEntries, ...entries.map((e) => JSON.stringify(e))]));
+    },
+    async readAudit() {
+      // In chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile shift the
+      // list, so an entry may come twice: ids drop the repeats.
+      const seen = new Set<string>();
+      const out: AuditRecord[] = [];
+      for (let start = 0; ; start += AUDIT_CHUNK) {
+        const list = await call(() => client.lrange(keys.audit, start, start + AUDIT_CHUNK - 1));
+        for (const e of parseAudit(list)) {
+          if (seen.has(e.id)) continue;
+          seen.add(e.id);
+          out.push(e);
+        }
+        if (list.length < AUDIT_CHUNK) return out;
+      }
+    },
+    async readAuditPage(offset, limit) {
+      const results = (await call(() => client.multi().llen(keys.audit).lrange(keys.audit, offset, offset + limit - 1).exec())) ?? [];
+      const [lenErr, total] = results[0] ?? [];
+      const [rangeErr, list] = results[1] ?? [];
+      if (lenErr || rangeErr) throw lenErr ?? rangeErr;
+      return { entries: parseAudit(list as string[]), total: Number(total) };
+    },
+    async jwtKey(candidate) {
+      return String(await call(() => runScript(client, JWT_KEY, [keys.jwtKey], [candidate])));
+    },
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      listeners.clear();
+      await feed.close();
+      if (!options.hub) await quitQuietly(client);
+    },
+  };
+  return store;
+}

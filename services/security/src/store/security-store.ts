@@ -1,0 +1,80 @@
+/** A namespace and what a role may do in it: `r`, `w` or `rw`. */
+export interface Binding {
+  namespace: string;
+  action: "r" | "w" | "rw";
+}
+
+export interface UserRecord {
+  username: string;
+  /** scrypt salt and key, base64 (see passwords.ts). */
+  salt: string;
+  hash: string;
+  roles: string[];
+  /** Locked by hand: until unlocked. */
+  locked: boolean;
+  /** Locked by failed logins until this time (epoch ms); 0 = not. */
+  lockedUntil: number;
+  /** Failed logins in a row since the last success or lockout. */
+  failures: number;
+  /** Tokens issued before this time (epoch s: a password change, a super-user reset) are refused. */
+  tokensAfter?: number;
+}
+
+export interface RoleRecord {
+  name: string;
+  desc: string;
+  bindings: Binding[];
+}
+
+export interface AuditRecord {
+  id: string;
+  operator: string;
+  ip: string;
+  resource: string;
+  action: string;
+  status: number;
+  msg: string;
+  /** epoch ms */
+  opTime: number;
+}
+
+/**
+ * What changed, so that caches drop it. "all": the change feed was lost (`trusted: false`: do not cache until it is
+ * back) or is back (`trusted: true`: anything may have changed meanwhile).
+ */
+export type SecurityChange = { kind: "user" | "role"; name: string } | { kind: "all"; trusted: boolean };
+
+export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures" | "tokensAfter">>;
+
+/**
+ * Where users, roles, the audit log and the JWT key live: the system namespace (contract §2) of the embedded store or
+ * Redis. Every change is announced to every replica's {@link SecurityStore.onChange}, which is what keeps their caches
+ * honest.
+ */
+export interface SecurityStore {
+  readonly kind: "embedded" | "redis" | "redis-cluster";
+  getUser(username: string): Promise<UserRecord | undefined>;
+  listUsers(): Promise<UserRecord[]>;
+  /** false: the user exists (nothing written). */
+  addUser(user: UserRecord): Promise<boolean>;
+  /** false: no such user (nothing written; a concurrent delete is not undone). */
+  updateUser(username: string, patch: UserPatch): Promise<boolean>;
+  removeUser(username: string): Promise<boolean>;
+  /** One more failed login, atomically; at `maxFailures` the user is locked until `lockUntil` and the count restarts. */
+  recordFailure(username: string, maxFailures: number, lockUntil: number): Promise<void>;
+  getRole(name: string): Promise<RoleRecord | undefined>;
+  listRoles(): Promise<RoleRecord[]>;
+  putRole(role: RoleRecord): Promise<void>;
+  removeRole(name: string): Promise<boolean>;
+  /** Appends entries (oldest first) in one store call, keeping the newest `maxEntries`. */
+  appendAudit(entries: AuditRecord[], maxEntries: number): Promise<void>;
+  /** Every entry kept, newest first (read in chunks: the event loop is never held for the whole log). */
+  readAudit(): Promise<AuditRecord[]>;
+  /** One page of the entries kept, newest first, and how many there are (a query without filters). */
+  readAuditPage(offset: number, limit: number): Promise<{ entries: AuditRecord[]; total: number }>;
+  /** The shared JWT key: the stored one, or `candidate` stored now if there is none (first replica wins). */
+  jwtKey(candidate: string): Promise<string>;
+  /** Listens to changes from every replica; returns the unsubscribe. */
+  onChange(listener: (change: SecurityChange) => void): () => void;
+  close(): Promise<void>;
+}

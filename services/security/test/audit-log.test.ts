@@ -1,0 +1,136 @@
+import { ConfigService } from "@gov/api";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { clientsOf, ns, ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
+
+const seg = encodeURIComponent;
+type Entry = { id: string; operator: string; ip: string; resource: string; action: string; status: number; msg: string; opTime: string };
+
+for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")) {
+  describe.skipIf(target.skip)(`audit log on ${target.name}`, () => {
+    const procs: SecureProcess[] = [];
+    const start = async (env: Record<string, string>) => {
+      const p = await startSecure(target, env);
+      procs.push(p);
+      return { p, root: (await p.login("root", ROOT_PASSWORD)).accessToken };
+    };
+    afterAll(() => Promise.all(procs.map((p) => p.close())));
+    const query = async (p: SecureProcess, token: string, q = "") => {
+      const res = await p.rest("GET", `/v1/audit-log${q}`, { token });
+      expect(res.status, res.text).toBe(200);
+      return res.body as { list: Entry[]; total: number };
+    };
+
+    describe("write (the default)", () => {
+      let p: SecureProcess;
+      let root: string;
+      beforeAll(async () => ({ p, root } = await start({ GOV_SECURITY_TRUSTED_PROXIES: "loopback" })));
+
+      it("records writes with who, where from, what and the outcome; not reads; refused calls too", async () => {
+        const dev = ns("dev");
+        expect((await p.rest("PUT", `/v1/namespaces/${dev}/configs/a.yaml`, { token: root, body: "a", headers: { "x-forwarded-for": "203.0.113.7" } })).body).toBe(true);
+        expect((await p.rest("GET", `/v1/namespaces/${dev}/configs/a.yaml`, { token: root })).status).toBe(200);
+        expect((await p.rest("PUT", `/v1/namespaces/${dev}/configs/b.yaml`, { body: "b" })).status).toBe(401);
+        expect((await p.rest("POST", "/v1/users/hank", { token: root, body: { password: "hank-pass" } })).body).toBe(true);
+        const hank = (await p.login("hank", "hank-pass")).accessToken;
+        expect((await p.rest("DELETE", `/v1/namespaces/${dev}/configs/a.yaml`, { token: hank })).status).toBe(403);
+        // a Connect call is recorded under its HTTP rule's path and method
+        const [connect] = clientsOf(ConfigService, p, root);
+        await connect.client.setConfig({ namespace: dev, configId: "c.yaml", data: "c" });
+
+        const { list } = await query(p, root, `?query=${seg(dev)}`);
+        expect(list.map((e) => [e.operator, e.action, e.resource, e.status])).toEqual([
+          ["root", "PUT", `/v1/namespaces/${dev}/configs/c.yaml`, 200],
+          ["hank", "DELETE", `/v1/namespaces/${dev}/configs/a.yaml`, 403],
+          ["", "PUT", `/v1/namespaces/${dev}/configs/b.yaml`, 401],
+          ["root", "PUT", `/v1/namespaces/${dev}/configs/a.yaml`, 200],
+        ]);
+        expect(list[3].ip).toBe("203.0.113.7"); // X-Forwarded-For from a trusted proxy (loopback)
+        expect(list[2].msg).toContain("no access token");
+        expect(list[1].msg).toContain('no "w" permission');
+        expect(new Set(list.map((e) => e.id)).size).toBe(4);
+        expect(Date.parse(list[0].opTime)).toBeGreaterThanOrEqual(Date.parse(list[3].opTime));
+        // logins are writes (POST): the operator is the user it was for
+        const logins = await query(p, root, "?query=/v1/authenticate/hank/login");
+        expect(logins.list[0]).toMatchObject({ operator: "hank", action: "POST", status: 200 });
+      });
+
+      it("pages and filters: offset, limit, query, from, to, successful", async () => {
+        const n = ns("page");
+        for (let i = 0; i < 7; i++) await p.rest("PUT", `/v1/namespaces/${n}/configs/c${i}`, { token: root, body: `v${i}` });
+        await p.rest("PUT", `/v1/namespaces/${n}/configs/denied`, { token: "not-a-token", body: "x" });
+        const all = await query(p, root, `?query=${seg(n)}`);
+        expect(all.total).toBe(8);
+        const page = await query(p, root, `?query=${seg(n)}&offset=2&limit=3`);
+        expect([page.total, page.list.map((e) => e.resource)]).toEqual([8, all.list.slice(2, 5).map((e) => e.resource)]);
+        expect((await query(p, root, `?query=${seg(n)}&successful=false`)).list.map((e) => e.status)).toEqual([401]);
+        expect((await query(p, root, `?query=${seg(n)}&successful=true`)).total).toBe(7);
+        const middle = all.list[4].opTime;
+        const fromMiddle = await query(p, root, `?query=${seg(n)}&from=${seg(middle)}`);
+        expect(fromMiddle.list.every((e) => e.opTime >= middle)).toBe(true);
+        expect((await query(p, root, `?query=${seg(n)}&to=2000-01-01T00:00:00Z`)).total).toBe(0);
+        const bad = await p.rest("GET", "/v1/audit-log?from=yesterday", { token: root });
+        expect([bad.status, bad.body.code]).toEqual([400, "invalid_argument"]);
+        expect((await p.rest("GET", "/v1/audit-log?limit=5000", { token: root })).status).toBe(400);
+      });
+
+      it("exports CSV: the header, every cell quoted, formulas defused", async () => {
+        await p.rest("POST", `/v1/authenticate/${seg('=HYPERLINK("http://evil")')}/login`, { body: { password: "x-x-x" } });
+        await p.rest("POST", `/v1/authenticate/${seg("+cmd")}/login`, { body: { password: "x-x-x" } });
+        const res = await fetch(`${p.url}/v1/audit-log/export?query=authenticate`, { headers: { authorization: `Bearer ${root}` } });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("content-type")).toMatch(/^text\/csv/);
+        expect(res.headers.get("content-disposition")).toMatch(/attachment; filename="audit-log_\d+\.csv"/);
+        const lines = (await res.text()).split("\r\n").filter(Boolean);
+        expect(lines[0]).toBe('"Timestamp","Operator","Client IP","Resource","Action","Status","Message"');
+        expect(lines).toContainEqual(expect.stringMatching(/^"[^"]+Z","'=HYPERLINK\(""http:\/\/evil""\)","[^"]*","\/v1\/authenticate\/(?:[^"]|"")+\/login","POST","401","wrong username or password"$/));
+        expect(lines.some((l) => l.includes(`"'+cmd"`))).toBe(true);
+        for (const line of lines.slice(1)) expect(line).toMatch(/^"(?:[^"]|"")*"(?:,"(?:[^"]|"")*"){6}$/);
+        expect((await fetch(`${p.url}/v1/audit-log/export`)).status).toBe(401);
+      });
+    });
+
+    it("read: records reads (refused ones too) and not writes", async () => {
+      const { p, root } = await start({ GOV_SECURITY_AUDIT_LOG_ACTION: "read" });
+      const n = ns("read");
+      await p.rest("PUT", `/v1/namespaces/${n}/configs/a`, { token: root, body: "a" });
+      await p.rest("GET", `/v1/namespaces/${n}/configs/a`, { token: root });
+      await p.rest("GET", `/v1/namespaces/${n}/configs`);
+      const { list } = await query(p, root, `?query=${seg(n)}`);
+      expect(list.map((e) => [e.action, e.resource, e.status])).toEqual([
+        ["GET", `/v1/namespaces/${n}/configs`, 401],
+        ["GET", `/v1/namespaces/${n}/configs/a`, 200],
+      ]);
+    });
+
+    it("rw: records both; the retention keeps the newest max-entries", async () => {
+      const { p, root } = await start({ GOV_SECURITY_AUDIT_LOG_ACTION: "rw", GOV_SECURITY_AUDIT_LOG_MAX_ENTRIES: "5" });
+      const n = ns("rw");
+      for (let i = 0; i < 4; i++) {
+        await p.rest("PUT", `/v1/namespaces/${n}/configs/c${i}`, { token: root, body: "x" });
+        await p.rest("GET", `/v1/namespaces/${n}/configs/c${i}`, { token: root });
+      }
+      const { list, total } = await query(p, root);
+      expect(total).toBe(5);
+      // the newest five: GET c3, PUT c3, GET c2, PUT c2, GET c1 (queries themselves are reads, recorded after)
+      expect(list.map((e) => `${e.action} ${e.resource.split("/").pop()}`)).toEqual(["GET c3", "PUT c3", "GET c2", "PUT c2", "GET c1"]);
+    });
+  });
+}
+
+describe("audit entries of hostile calls", () => {
+  it("are capped: a huge name in a refused call does not make a huge entry", async () => {
+    const p = await startSecure({ name: "embedded" });
+    try {
+      const root = (await p.login("root", ROOT_PASSWORD)).accessToken;
+      const huge = "N".repeat(200_000);
+      const res = await fetch(`${p.url}/gov.security.v1.SecurityService/Login`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: huge, password: "x" }) });
+      expect(res.status).toBe(400);
+      const [entry] = (await p.rest("GET", "/v1/audit-log?limit=1&query=NNNN", { token: root })).body.list as Entry[];
+      expect(entry.operator.length).toBeLessThanOrEqual(257);
+      expect(entry.resource.length).toBeLessThanOrEqual(2049);
+      expect(entry.resource.startsWith("/v1/authenticate/NNN")).toBe(true);
+    } finally {
+      await p.close();
+    }
+  });
+});

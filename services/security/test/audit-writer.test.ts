@@ -1,0 +1,48 @@
+import { StoreUnavailableError } from "@gov/redis";
+import { createLogger } from "@gov/service-kit";
+import { describe, expect, it } from "vitest";
+import { createAuditWriter } from "../src/audit-log.js";
+import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
+import type { SecurityStore } from "../src/store/security-store.js";
+
+const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `/r/${i}`, action: "PUT", status: 200, msg: "", opTime: i });
+
+/** The embedded store, with its audit appends counted and, while `down`, refused as Redis would refuse them. */
+function observedStore() {
+  const store = createMemorySecurityStore();
+  const state = { calls: 0, down: false };
+  const observed: SecurityStore = {
+    ...store,
+    async appendAudit(entries, max) {
+      state.calls++;
+      if (state.down) throw new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
+      return store.appendAudit(entries, max);
+    },
+  };
+  return { store: observed, state };
+}
+
+describe("the audit writer", () => {
+  it("writes the entries of concurrent calls in one store call, without making them wait", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    for (let i = 0; i < 100; i++) expect(writer.record(entry(i))).toBeUndefined(); // nothing to await: off the request path
+    await writer.flushed();
+    expect(state.calls).toBe(1);
+    expect((await store.readAudit()).map((e) => e.id)).toEqual(Array.from({ length: 100 }, (_, i) => `e${99 - i}`));
+  });
+
+  it("keeps what the store refused and writes it once the store is back; close() writes what is left", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    state.down = true;
+    writer.record(entry(1));
+    writer.record(entry(2));
+    await expect.poll(() => state.calls, { timeout: 3000 }).toBeGreaterThanOrEqual(2); // retried
+    expect(await store.readAudit()).toEqual([]);
+    state.down = false;
+    writer.record(entry(3));
+    await writer.close();
+    expect((await store.readAudit()).map((e) => e.id)).toEqual(["e3", "e2", "e1"]);
+  });
+});

@@ -1,0 +1,47 @@
+import { ConfigService } from "@gov/api";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { describeHostileInput, describeHostileTokens, type HostileTarget } from "@gov/testkit/hostile-input";
+import { afterAll, beforeAll } from "vitest";
+import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+
+// Every endpoint of every service of the all-in-one process, with security on: the security service gets the whole
+// hostile-input suite plus the token attacks; config and registry (whose other hostile input their own suites cover)
+// get the token attacks and malformed bodies and paths with a valid token.
+const REQUEST_TIMEOUT_MS = 1500;
+const JSON_BODY = 128 * 1024;
+// One REST body limit for the whole process: the largest any module needs (config content, registry messages: 1 MiB).
+const limits = { restBody: 1024 * 1024, message: 1024 * 1024 + 1024, requestTimeoutMs: REQUEST_TIMEOUT_MS };
+
+let p: SecureProcess | undefined;
+let target: HostileTarget | undefined;
+let tokens = { accessToken: "", refreshToken: "" };
+
+beforeAll(async () => {
+  // gov.limits.zip-upload at 1 MiB: every RPC listener then takes 1 MiB + 1 KiB messages (the largest module limit).
+  p = await startSecure({ name: "embedded" }, { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_LIMITS_JSON_BODY: String(JSON_BODY), GOV_LIMITS_ZIP_UPLOAD: "1MiB" });
+  target = { restUrl: p.url, connectUrl: p.url, grpcUrl: p.grpcUrl };
+  tokens = await p.login("root", ROOT_PASSWORD);
+});
+
+afterAll(() => p?.close());
+
+const auth = { token: () => tokens.accessToken, refreshToken: () => tokens.refreshToken, publicMethods: ["Login", "Refresh"] };
+
+describeHostileInput("security service (all-in-one, embedded store, security on)", {
+  service: SecurityService,
+  target: () => target!,
+  pathValues: { username: "someone", role_name: "somerole" },
+  limits,
+  auth,
+});
+
+describeHostileTokens("config service (security on)", { service: ConfigService, target: () => target!, pathValues: { namespace: "{hostile}", config_id: "a.yaml", target_version: "1", version: "1" }, limits, auth });
+
+describeHostileTokens("registry service (security on)", {
+  service: { ...RegistryService, methods: RegistryService.methods.filter((m) => m.methodKind !== "bidi_streaming") },
+  target: () => target!,
+  pathValues: { namespace: "{hostile}", service_id: "order", instance_id: "order@http#h#1" },
+  limits,
+  auth,
+});

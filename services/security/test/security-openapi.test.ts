@@ -1,0 +1,50 @@
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { restRoutesOf } from "@gov/gateway";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startSecure, type SecureProcess } from "./harness.js";
+
+// The seed's auth, user, role and audit endpoints, exactly (method, path).
+const SEED = [
+  ["POST", "/v1/authenticate/{username}/login"],
+  ["POST", "/v1/authenticate/{username}/refresh"],
+  ["GET", "/v1/users"],
+  ["POST", "/v1/users/{username}"],
+  ["DELETE", "/v1/users/{username}"],
+  ["PATCH", "/v1/users/{username}/password"],
+  ["PATCH", "/v1/users/{username}/role"],
+  ["PUT", "/v1/users/{username}/lock"],
+  ["DELETE", "/v1/users/{username}/unlock"],
+  ["GET", "/v1/roles"],
+  ["GET", "/v1/roles/{role_name}/bind"],
+  ["PUT", "/v1/roles/{role_name}"],
+  ["DELETE", "/v1/roles/{role_name}"],
+  ["GET", "/v1/audit-log"],
+  ["GET", "/v1/audit-log/export"],
+];
+
+describe("the security service's REST surface derives from the proto", () => {
+  let p: SecureProcess;
+  let doc: { paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: Record<string, unknown> }> } }>> };
+  beforeAll(async () => {
+    p = await startSecure({ name: "embedded" });
+    const res = await fetch(`${p.url}/openapi.json`); // open: the API's description is no secret
+    expect(res.status).toBe(200);
+    doc = (await res.json()) as typeof doc;
+  });
+  afterAll(() => p?.close());
+
+  it("every seed endpoint is an annotated RPC; reads (and only reads) are NO_SIDE_EFFECTS", () => {
+    const routes = restRoutesOf([SecurityService]);
+    expect(routes.map((r) => [r.httpMethod, r.template]).sort()).toEqual([...SEED].sort());
+    for (const r of routes) expect([r.method.name, r.readOnly]).toEqual([r.method.name, r.httpMethod === "GET"]);
+  });
+
+  it("is a valid OpenAPI 3.1 document with every route; the role list body is a JSON array of names", async () => {
+    const result = await new Validator().validate(structuredClone(doc) as never);
+    expect(result.errors ?? []).toEqual([]);
+    for (const [method, path] of SEED) expect(doc.paths[path.replace("{role_name}", "{roleName}")]?.[method.toLowerCase()] ?? doc.paths[path]?.[method.toLowerCase()], `${method} ${path}`).toBeDefined();
+    const role = (doc.paths["/v1/users/{username}/role"] ?? {}).patch;
+    expect(role?.requestBody?.content["application/json"].schema).toMatchObject({ type: "array", items: { type: "string" } });
+  });
+});

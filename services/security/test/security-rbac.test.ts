@@ -1,0 +1,304 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ConfigService } from "@gov/api";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readableNamespaces } from "../src/principal.js";
+import { clientsOf, ns, ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
+
+const seg = encodeURIComponent;
+const codeOf = async (call: Promise<unknown>) => {
+  try {
+    await call;
+    return "ok";
+  } catch (err) {
+    return Code[ConnectError.from(err).code];
+  }
+};
+
+// REST, Connect and gRPC against one process per store; embedded and standalone Redis (the Cluster runs the store
+// contract suite). The clock is the test's, so that tokens and lockouts expire without waiting.
+for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")) {
+  describe.skipIf(target.skip)(`security on ${target.name}`, () => {
+    const clock = { t: Date.now() };
+    let p: SecureProcess;
+    let root: string;
+    beforeAll(async () => {
+      p = await startSecure(target, {}, { now: () => clock.t });
+      root = (await p.login("root", ROOT_PASSWORD)).accessToken;
+    });
+    afterAll(() => p?.close());
+
+    const addUser = async (name: string, password = "pass-word-1", roles: string[] = []) => {
+      expect((await p.rest("POST", `/v1/users/${seg(name)}`, { token: root, body: { password } })).body).toBe(true);
+      if (roles.length) expect((await p.rest("PATCH", `/v1/users/${seg(name)}/role`, { token: root, body: roles })).body).toBe(true);
+    };
+    const putRole = async (name: string, bindings: { namespace: string; action: string }[]) =>
+      expect((await p.rest("PUT", `/v1/roles/${name}`, { token: root, body: { desc: name, resourceActionBind: bindings } })).body).toBe(true);
+
+    it("a login's token works on REST, Connect and gRPC; no token is 401, wrong role 403", async () => {
+      const dev = ns("dev");
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/a.yaml`, { token: root, body: "a: 1" })).body).toBe(true);
+      for (const { name, client } of clientsOf(ConfigService, p, root)) {
+        expect((await client.getConfig({ namespace: dev, configId: "a.yaml" })).config?.data, name).toBe("a: 1");
+      }
+      for (const { name, client } of clientsOf(ConfigService, p)) expect(await codeOf(client.getConfig({ namespace: dev, configId: "a.yaml" })), name).toBe("Unauthenticated");
+      const noToken = await p.rest("GET", `/v1/namespaces/${seg(dev)}/configs/a.yaml`);
+      expect(noToken.status).toBe(401);
+      expect(noToken.body).toEqual({ code: "unauthenticated", message: expect.stringContaining("log in") });
+
+      await addUser("nobody-1");
+      const nobody = (await p.login("nobody-1", "pass-word-1")).accessToken;
+      const refused = await p.rest("GET", `/v1/namespaces/${seg(dev)}/configs/a.yaml`, { token: nobody });
+      expect(refused.status).toBe(403);
+      expect(refused.body).toEqual({ code: "permission_denied", message: expect.stringContaining(`no "r" permission on namespace`) });
+      expect((await p.rest("GET", "/v1/users", { token: nobody })).status).toBe(403);
+      for (const { name, client } of clientsOf(SecurityService, p, nobody)) expect(await codeOf(client.listUsers({})), name).toBe("PermissionDenied");
+    });
+
+    it("expired and refresh-as-access tokens are 401 on REST and Connect; a refresh works and is not an access token", async () => {
+      const pair = await p.login("root", ROOT_PASSWORD);
+      const asAccess = await p.rest("GET", "/v1/users", { token: pair.refreshToken });
+      expect([asAccess.status, asAccess.body.message]).toEqual([401, expect.stringContaining("refresh token was sent where the access token is expected")]);
+      const refreshed = await p.rest("POST", "/v1/authenticate/root/refresh", { body: { accessToken: pair.accessToken, refreshToken: pair.refreshToken } });
+      expect(refreshed.status, refreshed.text).toBe(200);
+      expect(Object.keys(refreshed.body).sort()).toEqual(["accessToken", "refreshToken"]);
+      const swapped = await p.rest("POST", "/v1/authenticate/root/refresh", { body: { accessToken: pair.refreshToken, refreshToken: pair.accessToken } });
+      expect(swapped.status).toBe(401);
+
+      const saved = clock.t;
+      clock.t += 16 * 60_000; // past the access token's 15 minutes, within the refresh token's 3 hours
+      try {
+        const expired = await p.rest("GET", "/v1/users", { token: pair.accessToken });
+        expect([expired.status, expired.body.message]).toEqual([401, expect.stringContaining("expired")]);
+        for (const { name, client } of clientsOf(SecurityService, p, pair.accessToken)) expect(await codeOf(client.listUsers({})), name).toBe("Unauthenticated");
+        // the expired access token is still traded with its refresh token
+        const again = await p.rest("POST", "/v1/authenticate/root/refresh", { body: pair });
+        expect(again.status, again.text).toBe(200);
+        expect((await p.rest("GET", "/v1/users", { token: again.body.accessToken })).status).toBe(200);
+        clock.t += 3 * 3_600_000;
+        expect((await p.rest("POST", "/v1/authenticate/root/refresh", { body: pair })).status).toBe(401);
+      } finally {
+        clock.t = saved;
+      }
+    });
+
+    it("{dev}: r reads configs and instances but writes nothing and reads no {prod}; rw writes; REST, Connect and gRPC alike", async () => {
+      const dev = ns("dev");
+      const prod = ns("prod");
+      for (const n of [dev, prod]) {
+        expect((await p.rest("PUT", `/v1/namespaces/${seg(n)}/configs/app.yaml`, { token: root, body: "x: 1" })).body).toBe(true);
+        expect((await p.rest("PUT", `/v1/namespaces/${seg(n)}/services/order/instances`, { token: root, body: { schema: "http", host: "h1", port: 80 } })).status).toBe(200);
+      }
+      const role = `reader-${Date.now()}`;
+      await putRole(role, [{ namespace: dev, action: "r" }]);
+      await addUser("alice", "alice-pass", [role]);
+      const alice = (await p.login("alice", "alice-pass")).accessToken;
+
+      expect((await p.rest("GET", `/v1/namespaces/${seg(dev)}/configs/app.yaml`, { token: alice })).body.data).toBe("x: 1");
+      expect((await p.rest("GET", `/v1/namespaces/${seg(dev)}/services/order/instances`, { token: alice })).body).toHaveLength(1);
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/app.yaml`, { token: alice, body: "x: 2" })).status).toBe(403);
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h2", port: 80 } })).status).toBe(403);
+      expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
+      expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/services/order/instances`, { token: alice })).status).toBe(403);
+      // streams too: a watch is a read of its namespace
+      expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml/watch`, { token: alice })).status).toBe(403);
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) {
+        expect(await codeOf((async () => { for await (const _ of client.watchConfig({ namespace: prod, configId: "app.yaml" })) break; })()), name).toBe("PermissionDenied");
+      }
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) {
+        expect((await client.getConfig({ namespace: dev, configId: "app.yaml" })).config?.data, name).toBe("x: 1");
+        expect(await codeOf(client.setConfig({ namespace: dev, configId: "app.yaml", data: "x: 3" })), name).toBe("PermissionDenied");
+        expect(await codeOf(client.getConfig({ namespace: prod, configId: "app.yaml" })), name).toBe("PermissionDenied");
+      }
+      for (const { name, client } of clientsOf(RegistryService, p, alice)) {
+        expect((await client.listInstances({ namespace: dev, serviceId: "order" })).instances, name).toHaveLength(1);
+        expect(await codeOf(client.registerInstance({ namespace: dev, serviceId: "order", schema: "http", host: "h3", port: 80 })), name).toBe("PermissionDenied");
+        expect(await codeOf(client.listInstances({ namespace: prod, serviceId: "order" })), name).toBe("PermissionDenied");
+      }
+      // The namespace list's scoping, as the namespace service calls it with the caller of its handler.
+      const principal = { username: "alice", superUser: false, admin: false, grants: new Map([[dev, { r: true, w: false }]]) };
+      expect(readableNamespaces(principal, [dev, prod, "gov-{system}"])).toEqual([dev]);
+      expect(readableNamespaces(undefined, [dev, prod])).toEqual([dev, prod]);
+
+      // a keepalive (bidi stream over gRPC) registers in the namespace of its first message: a write
+      const keepalive = async (token: string) => {
+        const grpc = clientsOf(RegistryService, p, token).find((c) => c.name === "grpc")!.client;
+        const stop = new AbortController();
+        async function* requests() {
+          yield { register: { namespace: dev, serviceId: "kept", schema: "http", host: "k1", port: 80 } };
+          await new Promise((r) => stop.signal.addEventListener("abort", r));
+        }
+        try {
+          for await (const res of grpc.keepalive(requests(), { signal: stop.signal })) return res.instanceId;
+          return "ended";
+        } catch (err) {
+          return Code[ConnectError.from(err).code];
+        } finally {
+          stop.abort();
+        }
+      };
+      expect(await keepalive(alice)).toBe("PermissionDenied");
+
+      // rw: writes work, on every protocol; the role change applies to the token already issued
+      await putRole(role, [{ namespace: dev, action: "rw" }]);
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/app.yaml`, { token: alice, body: "x: 2" })).body).toBe(true);
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) expect((await client.setConfig({ namespace: dev, configId: `${name}.yaml`, data: "y" })).changed, name).toBe(true);
+      expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
+      expect(await keepalive(alice)).toBe("kept@http#k1#80");
+    });
+
+    it("lock refuses a login even with the right password until unlock; root cannot be locked or removed", async () => {
+      await addUser("bob", "bob-pass");
+      expect((await p.rest("PUT", "/v1/users/bob/lock", { token: root })).body).toBe(true);
+      const locked = await p.rest("POST", "/v1/authenticate/bob/login", { body: { password: "bob-pass" } });
+      expect([locked.status, locked.body.message]).toEqual([401, expect.stringContaining("locked")]);
+      expect((await p.rest("GET", "/v1/users", { token: root })).body).toContainEqual({ username: "bob", roles: [], locked: true });
+      expect((await p.rest("DELETE", "/v1/users/bob/unlock", { token: root })).body).toBe(true);
+      expect((await p.login("bob", "bob-pass")).accessToken).toBeTruthy();
+
+      const lockRoot = await p.rest("PUT", "/v1/users/root/lock", { token: root });
+      expect([lockRoot.status, lockRoot.body]).toEqual([412, { code: "failed_precondition", message: 'the super user "root" cannot be locked' }]);
+      const removeRoot = await p.rest("DELETE", "/v1/users/root", { token: root });
+      expect([removeRoot.status, removeRoot.body.message]).toEqual([412, 'the super user "root" cannot be removed']);
+      expect((await p.rest("POST", "/v1/users/bob", { token: root, body: { password: "x-pass" } })).status).toBe(409);
+      expect((await p.rest("PATCH", "/v1/users/bob/role", { token: root, body: ["no-such-role"] })).status).toBe(404);
+      expect((await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "x" }] } })).status).toBe(400);
+    });
+
+    it("10 bad passwords lock for 15 minutes; unknown users get the same answer as wrong passwords", async () => {
+      await addUser("carol", "carol-pass");
+      const wrong = async (user: string) => p.rest("POST", `/v1/authenticate/${user}/login`, { body: { password: "nope-nope" } });
+      const unknown = await wrong("no-such-user-x");
+      const bad = await wrong("carol");
+      expect([unknown.status, unknown.body]).toEqual([bad.status, bad.body]);
+      expect(bad.body).toEqual({ code: "unauthenticated", message: "wrong username or password" });
+      for (let i = 1; i < 10; i++) await wrong("carol");
+      const right = await p.rest("POST", "/v1/authenticate/carol/login", { body: { password: "carol-pass" } });
+      expect([right.status, right.body.message]).toEqual([401, expect.stringContaining("locked")]);
+      const saved = clock.t;
+      clock.t += 15 * 60_000 + 1000;
+      try {
+        expect((await p.login("carol", "carol-pass")).accessToken).toBeTruthy();
+      } finally {
+        clock.t = saved;
+      }
+      // The same scrypt work either way: medians of a few logins are of the same order.
+      const time = async (user: string) => {
+        const ts: number[] = [];
+        for (let i = 0; i < 5; i++) {
+          const t0 = performance.now();
+          await wrong(user);
+          ts.push(performance.now() - t0);
+        }
+        return ts.sort((a, b) => a - b)[2];
+      };
+      await addUser("dave", "dave-pass");
+      const [known, absent] = [await time("dave"), await time("no-such-user-y")];
+      expect(absent / known).toBeGreaterThan(0.4);
+      expect(absent / known).toBeLessThan(2.5);
+    });
+
+    it("deleted and locked users cannot refresh; a role change takes effect on refresh", async () => {
+      await addUser("erin", "erin-pass");
+      const pair = await p.login("erin", "erin-pass");
+      const dev = ns("dev");
+      const role = `writer-${Date.now()}`;
+      await putRole(role, [{ namespace: dev, action: "rw" }]);
+      expect((await p.rest("PATCH", "/v1/users/erin/role", { token: root, body: [role] })).body).toBe(true);
+      const after = await p.rest("POST", "/v1/authenticate/erin/refresh", { body: pair });
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/c`, { token: after.body.accessToken, body: "c" })).body).toBe(true);
+
+      expect((await p.rest("PUT", "/v1/users/erin/lock", { token: root })).body).toBe(true);
+      expect((await p.rest("POST", "/v1/authenticate/erin/refresh", { body: after.body })).status).toBe(401);
+      expect((await p.rest("GET", `/v1/namespaces/${seg(dev)}/configs/c`, { token: after.body.accessToken })).status).toBe(401); // at once, not in 15 min
+      expect((await p.rest("DELETE", "/v1/users/erin/unlock", { token: root })).body).toBe(true);
+      expect((await p.rest("DELETE", "/v1/users/erin", { token: root })).body).toBe(true);
+      const gone = await p.rest("POST", "/v1/authenticate/erin/refresh", { body: after.body });
+      expect([gone.status, gone.body.message]).toEqual([401, expect.stringContaining("no longer exists")]);
+    });
+
+    it("a password change ends the sessions issued before it (access and refresh)", async () => {
+      await addUser("jack", "jack-pass");
+      const old = await p.login("jack", "jack-pass");
+      expect((await p.rest("PATCH", "/v1/users/jack/password", { token: old.accessToken, body: { oldPassword: "jack-pass", newPassword: "jack-pass-2" } })).status).toBe(200);
+      const saved = clock.t;
+      clock.t += 2000;
+      try {
+        expect((await p.rest("PATCH", "/v1/users/jack/password", { token: root, body: { newPassword: "jack-pass-3" } })).body).toBe(true);
+        const refused = await p.rest("PATCH", "/v1/users/jack/password", { token: old.accessToken, body: { oldPassword: "jack-pass-3", newPassword: "x-x-x-x" } });
+        expect([refused.status, refused.body.message]).toEqual([401, expect.stringContaining("password changed")]);
+        expect((await p.rest("POST", "/v1/authenticate/jack/refresh", { body: old })).status).toBe(401);
+        const fresh = await p.login("jack", "jack-pass-3");
+        expect((await p.rest("POST", "/v1/authenticate/jack/refresh", { body: fresh })).status).toBe(200);
+      } finally {
+        clock.t = saved;
+      }
+    });
+
+    it("everyone may change their own password (old one required), not another's; an admin may reset any", async () => {
+      await addUser("frank", "frank-pass");
+      await addUser("gina", "gina-pass", ["admin"]);
+      const frank = (await p.login("frank", "frank-pass")).accessToken;
+      const gina = (await p.login("gina", "gina-pass")).accessToken;
+      expect((await p.rest("PATCH", "/v1/users/frank/password", { token: frank, body: { oldPassword: "bad", newPassword: "frank-2" } })).status).toBe(403);
+      expect((await p.rest("PATCH", "/v1/users/frank/password", { token: frank, body: { oldPassword: "frank-pass", newPassword: "frank-2" } })).body).toBe(true);
+      expect((await p.rest("PATCH", "/v1/users/gina/password", { token: frank, body: { oldPassword: "gina-pass", newPassword: "x-x-x" } })).status).toBe(403);
+      expect((await p.rest("PATCH", "/v1/users/frank/password", { token: gina, body: { newPassword: "frank-3" } })).body).toBe(true);
+      expect((await p.login("frank", "frank-3")).accessToken).toBeTruthy();
+      expect((await p.rest("GET", "/v1/users", { token: gina })).status).toBe(200); // admin role: users, roles, audit
+    });
+  });
+}
+
+// The split shape: a config service on its own checks the tokens the security service (another process) issued,
+// against the users, roles and JWT key they share in Redis.
+for (const target of securityTargets().filter((t) => t.name === "redis")) {
+  describe.skipIf(target.skip)("a service without the security module, on the shared Redis", () => {
+    let security: SecureProcess;
+    let config: Awaited<ReturnType<typeof startConfigOnly>>;
+    const startConfigOnly = async (system: string) => {
+      const { buildProcess, createLogger } = await import("@gov/service-kit");
+      const { createConfigModule } = await import("@gov/config-service");
+      const { createSecurityGuard } = await import("../src/module.js");
+      const proc = await buildProcess({
+        name: "test-config-only",
+        modules: [createConfigModule()],
+        guard: createSecurityGuard(),
+        sources: { file: {}, env: { REDIS_URL: target.url!, GOV_NAMESPACE_SYSTEM: system, GOV_CONFIG_SERVICE_PORT: "0", GOV_CONFIG_SERVICE_GRPC_PORT: "0", GOV_SHUTDOWN_GRACE: "2s" } },
+        logger: createLogger("test", "silent"),
+      });
+      const urls = await proc.listen({ managementPort: 0, host: "127.0.0.1" });
+      return { proc, url: urls.url, grpcUrl: urls.grpcUrl! };
+    };
+    beforeAll(async () => {
+      security = await startSecure(target, { REDIS_URL: target.url! });
+      config = await startConfigOnly(security.system);
+    });
+    afterAll(async () => {
+      await config?.proc.shutdown();
+      await security?.close();
+    });
+
+    it("accepts the security service's tokens, refuses what RBAC refuses, and follows a lock at once", async () => {
+      const root = (await security.login("root", ROOT_PASSWORD)).accessToken;
+      const dev = ns("dev");
+      expect((await security.rest("PUT", `/v1/roles/split`, { token: root, body: { resourceActionBind: [{ namespace: dev, action: "r" }] } })).body).toBe(true);
+      expect((await security.rest("POST", "/v1/users/ivy", { token: root, body: { password: "ivy-pass" } })).body).toBe(true);
+      expect((await security.rest("PATCH", "/v1/users/ivy/role", { token: root, body: ["split"] })).body).toBe(true);
+      const ivy = (await security.login("ivy", "ivy-pass")).accessToken;
+      const [rootClient] = clientsOf(ConfigService, config, root);
+      expect((await rootClient.client.setConfig({ namespace: dev, configId: "a", data: "a" })).changed).toBe(true);
+      for (const { name, client } of clientsOf(ConfigService, config, ivy)) {
+        expect((await client.getConfig({ namespace: dev, configId: "a" })).config?.data, name).toBe("a");
+        expect(await codeOf(client.setConfig({ namespace: dev, configId: "a", data: "b" })), name).toBe("PermissionDenied");
+      }
+      for (const { name, client } of clientsOf(ConfigService, config)) expect(await codeOf(client.getConfig({ namespace: dev, configId: "a" })), name).toBe("Unauthenticated");
+      expect((await security.rest("PUT", "/v1/users/ivy/lock", { token: root })).body).toBe(true);
+      // the lock reaches the other process through the change feed
+      await expect
+        .poll(async () => codeOf(clientsOf(ConfigService, config, ivy)[0].client.getConfig({ namespace: dev, configId: "a" })), { timeout: 5000, interval: 50 })
+        .toBe("Unauthenticated");
+    });
+  });
+}

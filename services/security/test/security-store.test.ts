@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { SecurityChange, SecurityStore, UserRecord } from "../src/store/security-store.js";
+import { openSecurityStoreOn, securityTargets, systemNs } from "./harness.js";
+
+const user = (username: string, extra: Partial<UserRecord> = {}): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0, ...extra });
+const audit = (i: number) => ({ id: `id${i}`, operator: "op", ip: "1.2.3.4", resource: `/v1/x/${i}`, action: "PUT", status: 200, msg: "", opTime: 1_700_000_000_000 + i });
+
+/** One contract for the embedded store, Redis and Redis Cluster: the same answers and the same change events. */
+for (const target of securityTargets()) {
+  describe.skipIf(target.skip)(`security store contract: ${target.name}`, () => {
+    let store: SecurityStore;
+    /** A second handle on the same data (another replica); the embedded store has only one. */
+    let replica: SecurityStore;
+    beforeAll(async () => {
+      const namespace = systemNs();
+      store = await openSecurityStoreOn(target.url, namespace, target.name);
+      replica = target.url ? await openSecurityStoreOn(target.url, namespace, target.name) : store;
+    });
+    afterAll(async () => {
+      if (replica !== store) await replica?.close();
+      await store?.close();
+    });
+
+    it("users: add once, update only what exists, remove; roles survive a round trip", async () => {
+      expect(await store.addUser(user("ann", { roles: ["a", "b"] }))).toBe(true);
+      expect(await store.addUser(user("ann"))).toBe(false);
+      expect(await replica.getUser("ann")).toEqual(user("ann", { roles: ["a", "b"] }));
+      expect(await store.updateUser("ann", { roles: [], locked: true })).toBe(true);
+      expect(await replica.getUser("ann")).toMatchObject({ roles: [], locked: true });
+      expect(await store.updateUser("nobody", { locked: true })).toBe(false);
+      expect(await store.getUser("nobody")).toBeUndefined();
+      expect((await store.listUsers()).map((u) => u.username)).toEqual(["ann"]);
+      expect(await store.removeUser("ann")).toBe(true);
+      expect(await store.removeUser("ann")).toBe(false);
+      expect(await store.updateUser("ann", { locked: false })).toBe(false); // a write after a delete does not resurrect it
+      expect(await store.getUser("ann")).toBeUndefined();
+    });
+
+    it("failed logins count atomically and lock at the maximum, then start again", async () => {
+      await store.addUser(user("bo"));
+      await Promise.all(Array.from({ length: 3 }, () => store.recordFailure("bo", 3, 12345)));
+      expect(await store.getUser("bo")).toMatchObject({ failures: 0, lockedUntil: 12345 });
+      await store.recordFailure("bo", 3, 99);
+      expect(await store.getUser("bo")).toMatchObject({ failures: 1, lockedUntil: 12345 });
+      await store.recordFailure("ghost", 3, 1); // unknown users leave no trace
+      expect(await store.getUser("ghost")).toBeUndefined();
+    });
+
+    it("roles: put replaces, remove answers whether it existed", async () => {
+      await store.putRole({ name: "dev", desc: "d", bindings: [{ namespace: "{dev}", action: "r" }] });
+      await store.putRole({ name: "dev", desc: "d2", bindings: [{ namespace: "{dev}", action: "rw" }, { namespace: "{x}", action: "w" }] });
+      expect(await replica.getRole("dev")).toEqual({ name: "dev", desc: "d2", bindings: [{ namespace: "{dev}", action: "rw" }, { namespace: "{x}", action: "w" }] });
+      await store.putRole({ name: "empty", desc: "", bindings: [] });
+      expect((await store.listRoles()).map((r) => r.name).sort()).toEqual(["dev", "empty"]);
+      expect(await store.getRole("empty")).toEqual({ name: "empty", desc: "", bindings: [] });
+      expect(await store.removeRole("empty")).toBe(true);
+      expect(await store.removeRole("empty")).toBe(false);
+    });
+
+    it("audit: batches append in order, newest first, the oldest dropped past the retention", async () => {
+      await store.appendAudit([audit(1), audit(2), audit(3)], 4);
+      await store.appendAudit([audit(4), audit(5)], 4);
+      expect((await replica.readAudit()).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
+      expect((await store.readAudit())[0]).toEqual(audit(5));
+      const page = async (offset: number, limit: number) => {
+        const { entries, total } = await replica.readAuditPage(offset, limit);
+        return [entries.map((e) => e.id), total];
+      };
+      expect(await page(1, 2)).toEqual([["id4", "id3"], 4]);
+      expect(await page(3, 5)).toEqual([["id2"], 4]);
+      expect(await page(10, 2)).toEqual([[], 4]);
+      expect((await replica.readAuditPage(0, 1)).entries[0]).toEqual(audit(5));
+    });
+
+    it("the JWT key: the first one stored wins, every replica gets it", async () => {
+      const first = await store.jwtKey("key-one");
+      expect(first).toBe("key-one");
+      expect(await replica.jwtKey("key-two")).toBe("key-one");
+    });
+
+    it("every change is announced to every replica (what keeps their caches honest)", async () => {
+      const seen: SecurityChange[] = [];
+      const stop = replica.onChange((c) => seen.push(c));
+      try {
+        await store.addUser(user("cy"));
+        await store.updateUser("cy", { locked: true });
+        await store.putRole({ name: "r1", desc: "", bindings: [] });
+        await store.removeRole("r1");
+        await store.removeUser("cy");
+        // (on a Cluster, announcements of the earlier tests may still be arriving: only this test's names count)
+        await expect.poll(() => seen.filter((c) => c.kind !== "all" && (c.name === "cy" || c.name === "r1")), { timeout: 5000 }).toEqual([
+          { kind: "user", name: "cy" },
+          { kind: "user", name: "cy" },
+          { kind: "role", name: "r1" },
+          { kind: "role", name: "r1" },
+          { kind: "user", name: "cy" },
+        ]);
+      } finally {
+        stop();
+      }
+    });
+  });
+}
