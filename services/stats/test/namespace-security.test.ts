@@ -1,0 +1,82 @@
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
+import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
+import { createConfigModule } from "@gov/config-service";
+import { restGateway } from "@gov/gateway";
+import { createSecurityGuard, createSecurityModule } from "@gov/security-service";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createStatsModule } from "../src/module.js";
+
+const PASSWORD = "root-password-for-tests";
+const seg = encodeURIComponent;
+
+/**
+ * The namespace service behind the security guard (contract §7): the list shows what the caller may read, creating and
+ * deleting namespaces is for admins, setting the current namespace needs write permission on it. REST, Connect, gRPC.
+ */
+describe("namespaces with security on", () => {
+  let proc: BuiltProcess;
+  let urls: { url: string; grpcUrl?: string };
+  let root: string;
+  let alice: string;
+  const [dev, prod] = ["{dev}", "{prod}"];
+
+  const rest = async (method: string, path: string, token?: string, body?: unknown) => {
+    const res = await fetch(`${urls.url}${path}`, {
+      method,
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as unknown) : undefined };
+  };
+  const login = async (user: string, password: string) => ((await rest("POST", `/v1/authenticate/${user}/login`, undefined, { password })).body as { accessToken: string }).accessToken;
+  const bearer = (token: string): Interceptor => (next) => (req) => {
+    req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+
+  beforeAll(async () => {
+    proc = await buildProcess({
+      name: "test-namespace-security",
+      modules: [createConfigModule(), createStatsModule({ worker: false }), createSecurityModule({ announce: () => {} })],
+      gateway: restGateway,
+      guard: createSecurityGuard(),
+      sources: { file: {}, env: { GOV_SUPER_PASSWORD: PASSWORD, GOV_SHUTDOWN_GRACE: "1s" } },
+      logger: createLogger("test", "silent"),
+    });
+    urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+    root = await login("root", PASSWORD);
+    for (const n of [dev, prod]) expect((await rest("PUT", `/v1/namespaces/${seg(n)}`, root)).body).toBe(true);
+    expect((await rest("PUT", "/v1/roles/dev-reader", root, { desc: "reads {dev}", resourceActionBind: [{ namespace: dev, action: "r" }] })).body).toBe(true);
+    expect((await rest("POST", "/v1/users/alice", root, { password: "alice-password" })).body).toBe(true);
+    expect((await rest("PATCH", "/v1/users/alice/role", root, ["dev-reader"])).body).toBe(true);
+    alice = await login("alice", "alice-password");
+  });
+  afterAll(async () => proc?.shutdown());
+
+  it("GET /v1/namespaces lists only what the caller may read; an admin sees all; no token is 401", async () => {
+    expect(await rest("GET", "/v1/namespaces", alice)).toEqual({ status: 200, body: [dev] });
+    expect((await rest("GET", "/v1/namespaces", root)).body).toEqual(expect.arrayContaining(["gov-{system}", dev, prod]));
+    expect((await rest("GET", "/v1/namespaces")).status).toBe(401);
+    for (const transport of [
+      createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1", interceptors: [bearer(alice)] }),
+      createGrpcTransport({ baseUrl: urls.grpcUrl!, interceptors: [bearer(alice)] }),
+    ]) {
+      expect((await createClient(NamespaceService, transport).listNamespaces({})).namespaces).toEqual([dev]);
+    }
+  });
+
+  it("create and delete are admin-only; the current namespace is readable by any user and set only with write permission", async () => {
+    expect((await rest("PUT", `/v1/namespaces/${seg("{alices}")}`, alice)).status).toBe(403);
+    expect((await rest("DELETE", `/v1/namespaces/${seg(dev)}`, alice)).status).toBe(403);
+    expect((await rest("GET", "/v1/namespaces/current", alice)).status).toBe(200);
+    expect((await rest("PUT", `/v1/namespaces/current/${seg(dev)}`, alice)).status).toBe(403); // r only
+    expect((await rest("PUT", `/v1/namespaces/current/${seg(dev)}`, root)).body).toBe(true);
+    expect((await rest("GET", "/v1/namespaces/current", alice)).body).toBe(dev);
+    const grpc = createClient(NamespaceService, createGrpcTransport({ baseUrl: urls.grpcUrl!, interceptors: [bearer(alice)] }));
+    const refused = await grpc.createNamespace({ namespace: "{alices}" }).catch((err: unknown) => ConnectError.from(err).code);
+    expect(refused).toBe(Code.PermissionDenied);
+  });
+});
