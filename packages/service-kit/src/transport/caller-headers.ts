@@ -38,18 +38,23 @@ export class CallerHeaders extends Headers {
 
   /**
    * `get` without filling, when the answer is certain: a record init holding exactly this (lower-case) name once, with
-   * a value `Headers` would return unchanged (visible ASCII, no surrounding blanks). The authorization interceptor
-   * reads one header on every call; validating and copying all of them (a bearer token is ~300 bytes) doubled the cost
+   * a value `Headers` would return unchanged (visible ASCII, no surrounding blanks), or not holding it in any spelling.
+   * The authorization interceptor reads one header on every call; validating and copying all of them (a bearer token is ~300 bytes) doubled the cost
    * of an in-process call.
    */
-  #peek(name: string): string | undefined {
+  #peek(name: string): string | null | undefined {
     const init = this.#init;
-    if (init === undefined || Array.isArray(init) || init instanceof Headers) return undefined;
+    if (init === undefined || Array.isArray(init) || init instanceof Headers || name !== name.toLowerCase()) return undefined;
     const record = init as Record<string, string>;
     const value = record[name];
+    if (value === undefined) {
+      // absent for certain unless another spelling of the name is there (an optional header, read on every call)
+      for (const key in record) if (key.toLowerCase() === name) return undefined;
+      return null;
+    }
     if (typeof value !== "string" || !PLAIN_VALUE.test(value)) return undefined;
     for (const key in record) if (key !== name && key.toLowerCase() === name) return undefined; // Headers would join them
-    return name === name.toLowerCase() ? value : undefined;
+    return value;
   }
   override has(name: string): boolean {
     this.#fill();
