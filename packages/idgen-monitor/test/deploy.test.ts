@@ -15,7 +15,14 @@ describe("deploy/: Prometheus scrape config, idgen alerts and the Grafana dashbo
   it("prometheus.yml scrapes every process kind on its management port", () => {
     const config = parseYaml(readFileSync(join(deploy, "prometheus.yml"), "utf8")) as { scrape_configs: { job_name: string; metrics_path: string; static_configs: { targets: string[] }[] }[] };
     const ports = Object.fromEntries(config.scrape_configs.map((j) => [j.job_name, j.static_configs.flatMap((s) => s.targets.map((t) => t.split(":")[1]))]));
-    expect(ports).toEqual({ "gov-gateway": ["8081", "8081"], "gov-config-service": ["8191"], "gov-registry-service": ["8192"] });
+    expect(ports).toEqual({
+      "gov-gateway": ["8081", "8081"],
+      "gov-config-service": ["8191"],
+      "gov-registry-service": ["8192"],
+      "gov-stats-service": ["8193"],
+      "gov-stats-worker": ["8194", "8194"],
+      "gov-security-service": ["8195"],
+    });
     for (const job of config.scrape_configs) expect(job.metrics_path).toBe("/metrics");
   });
 
