@@ -14,9 +14,8 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { startRedis } from "@gov/testkit";
-import { CONFIG, CONNECTIONS, DURATION, load, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, type Runner, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, type Runner, type Server } from "./fixtures/wrk-servers.js";
 
 /**
  * A Prometheus scrape of a gateway's management listener after the load, when every per-RPC series it served exists:
@@ -56,8 +55,8 @@ async function startupRows(): Promise<string[][]> {
         runs[runner].startup.push(s.startupMs);
         runs[runner].rss.push(rssMb(s.child.pid!));
         await fetch(s.url + path, { method: "PUT", body: CONFIG });
-        await load(s.url + path, "GET", 3);
-        await load(s.url + path, "PUT", 3);
+        await loadConfig(s.url + path, "GET", 3);
+        await loadConfig(s.url + path, "PUT", 3);
         runs[runner].rssLoaded.push(rssMb(s.child.pid!));
       } finally {
         await stop(s);
@@ -93,8 +92,8 @@ async function main() {
     try {
       for (const s of servers) {
         await fetch(s.url + path, { method: "PUT", body: CONFIG });
-        await load(s.url + path, "GET", 2); // warm-up: JIT and caches
-        await load(s.url + path, "PUT", 2);
+        await loadConfig(s.url + path, "GET", 2); // warm-up: JIT and caches
+        await loadConfig(s.url + path, "PUT", 2);
       }
       const bareGet = "bare Fastify route (same JSON)";
       const bareHset = "bare Fastify route (one HSET)";
@@ -125,7 +124,7 @@ async function main() {
   console.log("| server | request | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | req/s per round |");
   console.log("|---|---|---|---|---|---|---|---|");
   for (const r of results) {
-    const cells = [r.name, r.method, fmt(r.rps), `${r.p99.toFixed(1)} ms`, r.ratio.toFixed(2), `${r.cpu.toFixed(0)} µs${r.cpuParts.length > 1 ? ` (${r.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""}`, r.cpuRatio.toFixed(2), r.rounds.map(fmt).join(", ")];
+    const cells = configRowCells(r);
     console.log(`| ${cells.join(" | ")} |`);
   }
   for (const r of rss) console.log(`| ${r.join(" | ")} | | | |`);
@@ -153,7 +152,6 @@ async function main() {
   }
 }
 
-export const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
 // Other benchmarks reuse the server, load and measurement helpers above (bench/idgen-monitor.bench.ts).
-if (process.argv[1] === fileURLToPath(import.meta.url)) await main();
+await main();

@@ -2,7 +2,7 @@
  * What the ID generator and its monitor cost a process (issue #10's targets):
  * 1. config `GET` throughput of the all-in-one process (embedded store) with the generator on (request ids from it,
  *    idgen metric families registered) and off (`ids: false`), interleaved rounds in the same run with wrk -c32 — the
- *    house pattern of bench/config.bench.ts, whose helpers this reuses; target: on ≥ 0.95 × off;
+ *    house pattern of bench/config.bench.ts (helpers in bench/fixtures/wrk-servers.ts); target: on ≥ 0.95 × off;
  * 2. a `/metrics` scrape of a process whose registry holds 1,000 generators (≥ 1,000 label series per idgen
  *    family), over HTTP on its management listener; target < 10 ms.
  * On a host shared with other work req/s and even CPU per request swing by more than the 5 % measured, so both
@@ -20,8 +20,7 @@ import { buildProcess } from "@gov/service-kit";
 
 process.env.BENCH_PROFILE ??= mkdtempSync(join(tmpdir(), "idgen-bench-")); // read by fixtures/wrk-servers.ts when imported
 const PROFILES = process.env.BENCH_PROFILE;
-const { CONFIG, CONNECTIONS, DURATION, load, measure, median, NS, ROUNDS, startServer, stop } = await import("./fixtures/wrk-servers.js");
-const { fmt } = await import("./config.bench.js");
+const { CONFIG, CONNECTIONS, DURATION, fmt, loadConfig, measure, median, NS, ROUNDS, startServer, stop } = await import("./fixtures/wrk-servers.js");
 
 const SERIES = 1_000;
 const SCRAPES = 20;
@@ -37,7 +36,7 @@ async function throughput() {
   try {
     for (const s of [on, off]) {
       await fetch(s.url + path, { method: "PUT", body: CONFIG });
-      await load(s.url + path, "GET", 2); // warm-up
+      await loadConfig(s.url + path, "GET", 2); // warm-up
     }
     const offName = "all-in-one, embedded, idgen off";
     const rows = await measure([

@@ -13,7 +13,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { startRedis } from "@gov/testkit";
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, DURATION, load, measure, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
 
 const PASSWORD = "bench-root-password";
 /** The production build (`npm run build` first) when present, as it runs in production; else the sources through tsx. */
@@ -63,8 +63,8 @@ async function main() {
     for (const s of [onEmbedded, rwEmbedded, rwRedis]) auth.set(s, await userToken(s));
     for (const s of servers) {
       await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: auth.has(s) ? { authorization: auth.get(s)! } : {} });
-      await load(s.url + path, "GET", 2, [], auth.get(s));
-      await load(s.url + path, "PUT", 2, [], auth.get(s));
+      await loadConfig(s.url + path, "GET", 2, [], auth.get(s));
+      await loadConfig(s.url + path, "PUT", 2, [], auth.get(s));
     }
     const row = (name: string, s: Server, method: "GET" | "PUT", baseline: string, pids: number[]) => ({ name, url: s.url + path, method, baseline, pids, auth: auth.get(s) });
     const rs = redis.pid!;
@@ -87,7 +87,7 @@ async function main() {
     console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | req/s per round |");
     console.log("|---|---|---|---|---|---|---|---|");
     for (const r of results) {
-      const cells = [r.name, r.method, fmt(r.rps), `${r.p99.toFixed(1)} ms`, r.ratio.toFixed(2), `${r.cpu.toFixed(0)} µs${r.cpuParts.length > 1 ? ` (${r.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""}`, r.cpuRatio.toFixed(2), r.rounds.map(fmt).join(", ")];
+      const cells = configRowCells(r);
       console.log(`| ${cells.join(" | ")} |`);
     }
     console.log(`\nLogin (scrypt N=2^14, r=8): ${login.ms.toFixed(1)} ms per verification, ${login.perSecond.toFixed(0)} logins/s per core\n`);
@@ -104,6 +104,5 @@ async function main() {
   }
 }
 
-const fmt = (n: number) => Math.round(n).toLocaleString("en-US");
 
 await main();

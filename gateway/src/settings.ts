@@ -1,12 +1,6 @@
 import { processSettings } from "@gov/service-kit";
-import { parseBytes, parseDuration, type SettingDef } from "@gov/settings";
+import { parseBytes, parseDurationBetween, type SettingDef } from "@gov/settings";
 
-/** A heartbeat faster than 100 ms would only burn CPU and bandwidth. */
-function parseHeartbeat(raw: string): number {
-  const ms = parseDuration(raw);
-  if (ms < 100) throw new Error(`"${raw}" is too short for a heartbeat: use at least 100ms (default 15s)`);
-  return ms;
-}
 
 /**
  * Settings a gateway process reads (contract §3, §7, §8): the process runner's (ports, management, shutdown, access
@@ -15,5 +9,5 @@ function parseHeartbeat(raw: string): number {
 export const gatewaySettings = {
   ...processSettings,
   maxJsonBody: { name: "gov.limits.json-body", parse: parseBytes, default: 1024 * 1024, doc: "largest JSON (or raw config) request body" } as SettingDef<number>,
-  sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseHeartbeat, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
+  sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseDurationBetween(100) /* faster would only burn CPU and bandwidth */, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
 };

@@ -1,2 +1,2 @@
-export { parseDuration, parseBytes, parseBoolean, parseInteger, parseEnum } from "./parse.js";
+export { parseDuration, parseDurationBetween, parseBytes, parseBoolean, parseInteger, parseEnum } from "./parse.js";
 export { envName, loadSettings, readSettingsSources, SettingsError, type SettingDef, type SettingsSources, type SettingValues } from "./load.js";

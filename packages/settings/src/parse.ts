@@ -9,6 +9,22 @@ export function parseDuration(raw: string): number {
   return Math.round(Number(m[1]) * DURATION_UNITS[(m[2] ?? "ms").toLowerCase()]);
 }
 
+/** `ms` as the largest unit that divides it (`60000` → `1m`), for messages. */
+function durationText(ms: number): string {
+  for (const unit of ["d", "h", "m", "s"]) if (ms % DURATION_UNITS[unit] === 0) return `${ms / DURATION_UNITS[unit]}${unit}`;
+  return `${ms}ms`;
+}
+
+/** A duration parser that refuses values outside `min`..`max` (ms), saying the range. */
+export function parseDurationBetween(min: number, max = Number.MAX_SAFE_INTEGER): (raw: string) => number {
+  const range = max === Number.MAX_SAFE_INTEGER ? `at least ${durationText(min)}` : `from ${durationText(min)} to ${durationText(max)}`;
+  return (raw) => {
+    const ms = parseDuration(raw);
+    if (ms < min || ms > max) throw new Error(`"${raw}" is out of range: use a duration ${range}`);
+    return ms;
+  };
+}
+
 const BYTE_UNITS: Record<string, number> = { b: 1, kb: 1e3, mb: 1e6, gb: 1e9, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
 
 /** `1MiB`, `16MB`, `512KiB`, or a bare number of bytes → bytes. */

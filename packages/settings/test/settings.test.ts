@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { envName, loadSettings, parseBytes, parseDuration, parseEnum, parseInteger, readSettingsSources, type SettingDef } from "../src/index.js";
+import { envName, loadSettings, parseBytes, parseDuration, parseDurationBetween, parseEnum, parseInteger, readSettingsSources, type SettingDef } from "../src/index.js";
 
 const defs = {
   ttl: { name: "sec.jwt.token-validity.refresh", parse: parseDuration, default: 10_800_000, doc: "" } as SettingDef<number>,
@@ -44,5 +44,17 @@ describe("settings", () => {
       'setting gov.security.audit-log.action (from environment variable GOV_SECURITY_AUDIT_LOG_ACTION) is invalid: "all" is not one of write, read, rw',
     );
     expect(() => readSettingsSources({ GOV_CONFIG: "/nope/gov.yaml" })).toThrow(/does not exist/);
+  });
+});
+
+describe("parseDurationBetween", () => {
+  it("takes durations inside the range and names the range when refusing", () => {
+    const ttl = parseDurationBetween(1000, 86_400_000);
+    expect(ttl("1s")).toBe(1000);
+    expect(ttl("24h")).toBe(86_400_000);
+    expect(() => ttl("999ms")).toThrow('"999ms" is out of range: use a duration from 1s to 1d');
+    expect(() => ttl("25h")).toThrow("from 1s to 1d");
+    expect(() => parseDurationBetween(100)("50")).toThrow("use a duration at least 100ms");
+    expect(() => ttl("soon")).toThrow("is not a duration");
   });
 });

@@ -1,4 +1,4 @@
-import { parseDuration, type SettingDef } from "@gov/settings";
+import { parseDurationBetween, type SettingDef } from "@gov/settings";
 import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
@@ -9,11 +9,6 @@ export const REGISTRY_PORTS = { port: 8092, grpcPort: 9092 };
 export const MAX_TTL_MS = 24 * 60 * 60 * 1000;
 export const MIN_TTL_MS = 1000;
 
-function parseTtl(raw: string): number {
-  const ms = parseDuration(raw);
-  if (ms < MIN_TTL_MS || ms > MAX_TTL_MS) throw new Error(`must be from 1s to 24h, not ${raw}`);
-  return ms;
-}
 
 /** What the registry module reads (contract §5, §8). Each is documented in the root README's settings table. */
 export const registryModuleSettings = {
@@ -21,7 +16,7 @@ export const registryModuleSettings = {
   ...namespaceSettings,
   instanceTtl: {
     name: "gov.registry.instance-ttl",
-    parse: parseTtl,
+    parse: parseDurationBetween(MIN_TTL_MS, MAX_TTL_MS),
     default: 60_000,
     doc: "how long an ephemeral instance lives without renewal, unless its registration gives a `ttl` (1 s to 24 h)",
   } as SettingDef<number>,

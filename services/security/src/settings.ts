@@ -1,4 +1,4 @@
-import { parseBoolean, parseDuration, parseEnum, parseInteger, type SettingDef } from "@gov/settings";
+import { parseBoolean, parseDuration, parseDurationBetween, parseEnum, parseInteger, type SettingDef } from "@gov/settings";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 import { namespaceSettings } from "@gov/namespaces";
 
@@ -14,11 +14,6 @@ function parseSecret(raw: string): string {
   return raw;
 }
 
-function parseLifetime(raw: string): number {
-  const ms = parseDuration(raw);
-  if (ms < 1000) throw new Error(`must be at least 1s, not ${raw}`);
-  return ms;
-}
 
 /** What the security service and the authorization interceptor read (contract §7). Documented in the root README. */
 export const securityModuleSettings = {
@@ -50,8 +45,8 @@ export const securityModuleSettings = {
     doc: "JWT signing secret (≥ 32 characters); else `gov.security.key`; else one generated once and kept in the system namespace",
   } as SettingDef<string>,
   securityKey: { name: "gov.security.key", parse: parseSecret, doc: "JWT signing secret when `sec.jwt.secret` is unset" } as SettingDef<string>,
-  accessValidity: { name: "sec.jwt.token-validity.access", parse: parseLifetime, default: 15 * 60_000, doc: "access token lifetime" } as SettingDef<number>,
-  refreshValidity: { name: "sec.jwt.token-validity.refresh", parse: parseLifetime, default: 3 * 3_600_000, doc: "refresh token lifetime" } as SettingDef<number>,
+  accessValidity: { name: "sec.jwt.token-validity.access", parse: parseDurationBetween(1000), default: 15 * 60_000, doc: "access token lifetime" } as SettingDef<number>,
+  refreshValidity: { name: "sec.jwt.token-validity.refresh", parse: parseDurationBetween(1000), default: 3 * 3_600_000, doc: "refresh token lifetime" } as SettingDef<number>,
   maxFailures: {
     name: "gov.security.login.max-failures",
     parse: parseInteger(1, 1000),

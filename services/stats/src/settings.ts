@@ -1,4 +1,4 @@
-import { parseBoolean, parseDuration, type SettingDef } from "@gov/settings";
+import { parseBoolean, parseDurationBetween, type SettingDef } from "@gov/settings";
 import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
@@ -11,11 +11,6 @@ export const WORKER_PORTS = { port: 8094, grpcPort: 9094 };
 export const MIN_EDGE_TTL_MS = 60_000;
 export const MAX_EDGE_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
-function parseEdgeTtl(raw: string): number {
-  const ms = parseDuration(raw);
-  if (ms < MIN_EDGE_TTL_MS || ms > MAX_EDGE_TTL_MS) throw new Error(`must be from 1m to 30d, not ${raw}`);
-  return ms;
-}
 
 /** What the stats worker reads (seed: Settings, Limits; contract §6). */
 export const workerModuleSettings = {
@@ -29,7 +24,7 @@ export const workerModuleSettings = {
   } as SettingDef<boolean>,
   edgeTtl: {
     name: "gov.topology.edge-ttl",
-    parse: parseEdgeTtl,
+    parse: parseDurationBetween(MIN_EDGE_TTL_MS, MAX_EDGE_TTL_MS),
     default: 24 * 60 * 60 * 1000,
     doc: "a topology edge not seen for this long disappears (1 m to 30 d)",
   } as SettingDef<number>,
