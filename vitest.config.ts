@@ -11,7 +11,7 @@ export default defineConfig({
   resolve: { conditions: [SOURCE] },
   ssr: { resolve: { conditions: [SOURCE] } },
   test: {
-    include: ["{packages,services,gateway}/*/test/**/*.test.ts", "{packages,services,gateway}/*/src/**/*.test.ts", "gateway/test/**/*.test.ts", "gateway/src/**/*.test.ts"],
+    include: ["{packages,services,gateway}/*/test/**/*.test.ts", "{packages,services,gateway}/*/src/**/*.test.ts", "gateway/test/**/*.test.ts", "gateway/src/**/*.test.ts", "deploy/test/**/*.test.ts"],
     exclude: ["**/node_modules/**"],
     globalSetup: ["packages/testkit/src/global-setup.ts"],
     testTimeout: 30_000,
