@@ -6,34 +6,58 @@ import type { AuditRecord, SecurityStore } from "./store/security-store.js";
 const BATCH = 500;
 /** Entries waiting for the store before callers are made to wait too (a long outage must not grow memory unbounded). */
 const MAX_PENDING = 100_000;
+/** How long a refused call's answer waits for its entry to be stored while the store is failing. */
+const REFUSED_WAIT_MS = 1000;
+/** An opened entry with no outcome after this long belongs to a call whose process died: sweep it into the log. */
+export const ORPHAN_AFTER_MS = 10 * 60_000;
+const SWEEP_EVERY_MS = 60_000;
 
 /**
- * Writes audit entries off the request path (contract §7): `record` queues the entry and returns; queued entries go to
- * the store in batches, one call per batch, whatever the request rate. An entry the store refused (outage) stays queued
- * and is retried; `close()` writes what is left before the store closes. Past MAX_PENDING queued entries `record`
- * waits for the queue to drain instead of dropping anything.
+ * Queries show an entry without an outcome once it is this old: by then its call is long over unless its process died
+ * (younger ones are calls under way, whose outcome is about to replace them).
  */
-export function createAuditWriter(store: SecurityStore, maxEntries: number, logger: Logger) {
-  let queue: AuditRecord[] = [];
+export const OPEN_SHOWN_AFTER_MS = 10_000;
+
+/** What an opened entry says until its call's outcome is recorded (and for ever, if the process died first). */
+export const NO_OUTCOME = "no outcome recorded: the call is in progress, or the process serving it stopped before recording it";
+
+type Done = (stored: boolean) => void;
+
+/**
+ * Entries on their way to the store, one store call per batch of whatever queued meanwhile. `retry`: a refused batch
+ * stays queued and is retried every 500 ms (outcomes must not be lost); otherwise it is given up at once and its
+ * callers told so (they fall back on the outcome write).
+ */
+function entryQueue(write: (batch: AuditRecord[]) => Promise<void>, retrying: boolean, what: string, logger: Logger) {
+  let entries: AuditRecord[] = [];
+  let dones: (Done | undefined)[] = [];
   let flushing: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
   let failing = false;
   const drained: (() => void)[] = [];
 
   const flush = async (): Promise<void> => {
-    while (queue.length > 0) {
-      const batch = queue.slice(0, BATCH);
+    while (entries.length > 0) {
+      const batch = entries.slice(0, BATCH);
+      const told = dones.slice(0, BATCH);
+      let stored = true;
       try {
-        await store.appendAudit(batch, maxEntries);
+        await write(batch);
       } catch (err) {
-        if (!failing) logger.warn({ err, pending: queue.length }, "audit log: the store refused entries; they are kept and retried");
+        stored = false;
+        if (!failing) logger.warn({ err, pending: entries.length }, `audit log: the store refused ${what}${retrying ? "; they are kept and retried" : ""}`);
         failing = true;
-        retry = setTimeout(schedule, 500);
-        return;
+        if (retrying) {
+          retry = setTimeout(schedule, 500);
+          for (const d of told) d?.(false); // waiting callers go on; the entries stay queued
+          return;
+        }
       }
-      if (failing) logger.info("audit log: the store takes entries again");
-      failing = false;
-      queue = queue.slice(batch.length);
+      if (stored && failing) logger.info("audit log: the store takes entries again");
+      if (stored) failing = false;
+      entries = entries.slice(batch.length);
+      dones = dones.slice(batch.length);
+      for (const d of told) d?.(stored);
     }
     for (const d of drained.splice(0)) d();
   };
@@ -42,31 +66,102 @@ export function createAuditWriter(store: SecurityStore, maxEntries: number, logg
     retry = undefined;
     flushing ??= flush().finally(() => {
       flushing = undefined;
-      if (queue.length > 0 && !retry) schedule();
+      if (entries.length > 0 && !retry) schedule();
     });
   }
-
   return {
-    record(entry: AuditRecord): Promise<void> | undefined {
-      queue.push(entry);
-      if (!flushing && !retry) queueMicrotask(schedule);
-      if (queue.length < MAX_PENDING) return undefined;
-      return new Promise<void>((resolve) => drained.push(resolve));
+    get length() {
+      return entries.length;
     },
-    /** Resolves when every entry recorded so far is in the store (tests, shutdown). */
+    push(entry: AuditRecord, done?: Done): void {
+      entries.push(entry);
+      dones.push(done);
+      if (!flushing && !retry) queueMicrotask(schedule);
+    },
+    whenDrained: () => new Promise<void>((resolve) => drained.push(resolve)),
     async flushed(): Promise<void> {
-      while (queue.length > 0) {
+      while (entries.length > 0) {
         if (!flushing && !retry) schedule();
         await (flushing ?? new Promise((r) => setTimeout(r, 50)));
       }
     },
-    async close(): Promise<void> {
+    stop(): void {
       clearTimeout(retry);
       retry = undefined;
+    },
+  };
+}
+
+/**
+ * Writes audit entries in batches, so that a call pays no store round trip of its own (contract §7), and never loses
+ * the entry of a call it answered:
+ *
+ * 1. `open(entry)` as the call starts: the entry, without its outcome, goes to the store in the next batch while the
+ *    handler runs; the answer waits for that batch (usually long stored by the time the handler is done).
+ * 2. `record(entry)` with the outcome after the answer: replaces the open entry, batched, off the request path.
+ *
+ * A process killed between the two leaves the open entry, shown with status 0 and {@link NO_OUTCOME}; every writer
+ * sweeps such entries into the log once they are {@link ORPHAN_AFTER_MS} old (retention then applies to them). An
+ * entry that could not be opened (store failing) has its outcome write retried until the store takes it; past
+ * MAX_PENDING queued outcomes `record` waits for the queue to drain instead of dropping anything.
+ */
+export function createAuditWriter(
+  store: SecurityStore,
+  maxEntries: number,
+  logger: Logger,
+  options: { now?: () => number; sweepEveryMs?: number } = {},
+) {
+  const now = options.now ?? Date.now;
+  const opened = entryQueue((batch) => store.openAudit(batch), false, "opened entries", logger);
+  const outcomes = entryQueue((batch) => store.appendAudit(batch, maxEntries), true, "entries", logger);
+  const sweep = (): Promise<void> =>
+    store.sweepAudit(now() - ORPHAN_AFTER_MS, maxEntries).then(
+      (moved) => {
+        if (moved > 0) logger.warn({ moved }, "audit log: entries of calls whose process stopped before recording their outcome were kept with status 0");
+      },
+      (err) => logger.debug({ err }, "audit log: sweeping entries without an outcome failed; the next sweep retries"),
+    );
+  const sweeper = setInterval(() => void sweep(), options.sweepEveryMs ?? SWEEP_EVERY_MS);
+  sweeper.unref();
+
+  return {
+    /** Stores the entry without its outcome; resolves true once stored, false if the store refused it. */
+    open(entry: AuditRecord): Promise<boolean> {
+      return new Promise((resolve) => opened.push({ ...entry, status: 0, msg: NO_OUTCOME }, resolve));
+    },
+    /**
+     * Queues the entry with its outcome. `wait`: resolves once it is stored (or after REFUSED_WAIT_MS of a failing
+     * store) — for calls whose entry was never opened. Otherwise a promise only when the queue is full.
+     */
+    record(entry: AuditRecord, wait = false): Promise<void> | undefined {
+      if (wait) {
+        return new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, REFUSED_WAIT_MS);
+          outcomes.push(entry, () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+      outcomes.push(entry);
+      if (outcomes.length < MAX_PENDING) return undefined;
+      return outcomes.whenDrained();
+    },
+    /** Resolves when every outcome recorded so far is in the store (tests, shutdown). */
+    async flushed(): Promise<void> {
+      await opened.flushed();
+      await outcomes.flushed();
+    },
+    /** Runs one sweep of entries without an outcome now (tests). */
+    sweep,
+    async close(): Promise<void> {
+      clearInterval(sweeper);
+      opened.stop();
+      outcomes.stop();
       try {
         await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, 5000))]);
       } finally {
-        if (queue.length > 0) logger.error({ lost: queue.length }, "audit log: entries could not be written before shutdown");
+        if (outcomes.length > 0) logger.error({ lost: outcomes.length }, "audit log: entries could not be written before shutdown");
       }
     },
   };
@@ -97,7 +192,7 @@ export function auditMatcher(f: AuditFilter): (e: AuditRecord) => boolean {
   return (e) =>
     (from === undefined || e.opTime >= from) &&
     (to === undefined || e.opTime <= to) &&
-    (f.successful === undefined || (e.status < 400) === f.successful) &&
+    (f.successful === undefined || (e.status > 0 && e.status < 400) === f.successful) &&
     (q === "" || [e.operator, e.ip, e.resource, e.action, e.msg].some((s) => s.toLowerCase().includes(q)));
 }
 

@@ -1,6 +1,6 @@
 import { getOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { http } from "@gov/api";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
@@ -8,6 +8,7 @@ import type { IdSource } from "./ids.js";
 import type { AuditWriter } from "./audit-log.js";
 import { mayAccess, principalKey, type Principal } from "./principal.js";
 import type { AuditSelection } from "./settings.js";
+import type { AuditRecord } from "./store/security-store.js";
 
 /** What the interceptors decide per method, worked out once from its descriptor. */
 interface MethodRule {
@@ -164,9 +165,27 @@ const cap = (text: string, max: number) => (text.length <= max ? text : `${text.
 
 const selects = (selection: AuditSelection, read: boolean) => selection === "rw" || (read ? selection === "read" : selection === "write");
 
+/** The audit entry of the call under way, shared by the two audit interceptors through the call's context values. */
+interface AuditCall {
+  /** The entry without operator and outcome (worked out when the call starts). */
+  readonly base: Omit<AuditRecord, "operator" | "status" | "msg">;
+  /** Resolves true once the entry is opened in the store (the inner interceptor saw the call get past authorization). */
+  opened?: Promise<boolean>;
+}
+const auditCallKey = createContextKey<AuditCall | undefined>(undefined);
+
+/** Who the entry is for: the caller, or for a login (no principal yet) the user it is for. */
+function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: unknown): string {
+  const principal = req.contextValues.get(principalKey);
+  return cap(principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""), 256);
+}
+
 /**
  * Records the calls `gov.security.audit-log.action` selects, refused ones included (it runs outside the authorization
- * interceptor), without waiting for the store: the writer batches entries off the request path.
+ * interceptor). A call that gets past authorization has its entry opened by {@link auditOpenInterceptor} while the
+ * handler runs, so the entry is in the store before the answer leaves (no round trip of its own: the store write and
+ * the handler overlap) and its outcome follows in a batch after the answer. A refused call's answer waits for its
+ * one entry write.
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
@@ -188,21 +207,17 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
           })(req.message),
         }
       : req;
-    /** Queues the entry; a promise only when the writer's queue is full (then the call waits for it to drain). */
-    const record = (status: number, msg: string): Promise<void> | undefined => {
-      const ip = req.header.get("x-forwarded-for")?.split(",")[0]?.trim() ?? "";
-      const principal = req.contextValues.get(principalKey);
-      return opts.writer.record({
-        id: opts.ids.nextId(),
-        // a login's operator is the user it is for (there is no principal yet)
-        operator: cap(principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""), 256),
-        ip: cap(ip, 64),
-        resource: cap(resourceOf(rule, first), 2048),
-        action: rule.httpMethod,
-        status,
-        msg: cap(msg, 1024),
-        opTime: now(),
-      });
+    const ip = req.header.get("x-forwarded-for")?.split(",")[0]?.trim() ?? "";
+    const call: AuditCall = {
+      base: { id: opts.ids.nextId(), ip: cap(ip, 64), resource: cap(resourceOf(rule, first), 2048), action: rule.httpMethod, opTime: now() },
+    };
+    req.contextValues.set(auditCallKey, call);
+    /** The entry with its outcome: after the answer when it was opened, else before it. */
+    const record = async (status: number, msg: string) => {
+      const opened = call.opened !== undefined && (await call.opened);
+      const entry = { ...call.base, resource: req.stream ? cap(resourceOf(rule, first), 2048) : call.base.resource, operator: operatorOf(req, rule, first), status, msg: cap(msg, 1024) };
+      const wait = opts.writer.record(entry, !opened);
+      if (wait) await wait;
     };
     let res;
     try {
@@ -212,8 +227,20 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       await record(codeToHttpStatus(e.code), e.rawMessage);
       throw err;
     }
-    const full = record(200, "");
-    if (full) await full;
+    await record(200, "");
     return res;
   }
+}
+
+/**
+ * The inner half of the audit log, installed after the authorization interceptor: opens the entry of a call that got
+ * past authorization (so its operator is known) while the handler runs. Streams are left to the outer half: their
+ * first message, which names the resource, arrives later.
+ */
+export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
+  return (next) => (req) => {
+    const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
+    if (call) call.opened = writer.open({ ...call.base, operator: operatorOf(req, ruleOf(req.method), req.message), status: 0, msg: "" });
+    return next(req);
+  };
 }

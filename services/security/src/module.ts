@@ -2,7 +2,7 @@ import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { loadSettings } from "@gov/settings";
 import { sharedRedisOf, storeBackedInstance, type Guard, type GuardContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
 import { createAuditWriter, type AuditWriter } from "./audit-log.js";
-import { auditInterceptor, authorizationInterceptor } from "./guard.js";
+import { auditInterceptor, auditOpenInterceptor, authorizationInterceptor } from "./guard.js";
 import type { IdSource } from "./ids.js";
 import { openSecurityStore } from "./open-store.js";
 import { createSecurityCore, type SecurityCore } from "./security-core.js";
@@ -149,7 +149,11 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
         const principal = await core.authenticate(header ?? null).catch(() => undefined);
         return principal ? (principal.admin ? "admin" : "user") : undefined;
       },
-      interceptors: [auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }), authorizationInterceptor(parts.core)],
+      interceptors: [
+        auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }),
+        authorizationInterceptor(parts.core),
+        auditOpenInterceptor(parts.writer),
+      ],
       notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login (audit: ${settings.auditAction})`],
       close,
     };

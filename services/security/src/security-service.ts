@@ -2,7 +2,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
-import { auditMatcher, csvRecord, CSV_HEADER, csvRow, type AuditWriter } from "./audit-log.js";
+import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
 import { hashPassword, verifyPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
 import { checkPassword, isLocked, type SecurityCore } from "./security-core.js";
@@ -42,7 +42,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
   const filtered = async (req: { query: string; from: string; to: string; successful?: boolean }) => {
     const match = auditMatcher(req);
     await audit.flushed(); // what was recorded before this query is in it
-    return (await store.readAudit()).filter(match);
+    return (await store.readAudit(Date.now() - OPEN_SHOWN_AFTER_MS)).filter(match);
   };
   return {
     async login(req) {
@@ -144,7 +144,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       let total: number;
       if (req.query === "" && req.from === "" && req.to === "" && req.successful === undefined) {
         await audit.flushed();
-        ({ entries: page, total } = await store.readAuditPage(req.offset, limit)); // no filter: read just the page
+        ({ entries: page, total } = await store.readAuditPage(req.offset, limit, Date.now() - OPEN_SHOWN_AFTER_MS)); // no filter: read just the page
       } else {
         const all = await filtered(req);
         page = all.slice(req.offset, req.offset + limit);

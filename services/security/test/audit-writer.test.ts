@@ -1,7 +1,7 @@
 import { StoreUnavailableError } from "@gov/redis";
 import { createLogger } from "@gov/service-kit";
 import { describe, expect, it } from "vitest";
-import { createAuditWriter } from "../src/audit-log.js";
+import { createAuditWriter, NO_OUTCOME } from "../src/audit-log.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
 import type { SecurityStore } from "../src/store/security-store.js";
 
@@ -10,9 +10,14 @@ const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `
 /** The embedded store, with its audit appends counted and, while `down`, refused as Redis would refuse them. */
 function observedStore() {
   const store = createMemorySecurityStore();
-  const state = { calls: 0, down: false };
+  const state = { calls: 0, down: false, opens: 0 };
   const observed: SecurityStore = {
     ...store,
+    async openAudit(entries) {
+      state.opens++;
+      if (state.down) throw new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
+      return store.openAudit(entries);
+    },
     async appendAudit(entries, max) {
       state.calls++;
       if (state.down) throw new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
@@ -29,7 +34,7 @@ describe("the audit writer", () => {
     for (let i = 0; i < 100; i++) expect(writer.record(entry(i))).toBeUndefined(); // nothing to await: off the request path
     await writer.flushed();
     expect(state.calls).toBe(1);
-    expect((await store.readAudit()).map((e) => e.id)).toEqual(Array.from({ length: 100 }, (_, i) => `e${99 - i}`));
+    expect((await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id)).toEqual(Array.from({ length: 100 }, (_, i) => `e${99 - i}`));
   });
 
   it("keeps what the store refused and writes it once the store is back; close() writes what is left", async () => {
@@ -39,10 +44,42 @@ describe("the audit writer", () => {
     writer.record(entry(1));
     writer.record(entry(2));
     await expect.poll(() => state.calls, { timeout: 3000 }).toBeGreaterThanOrEqual(2); // retried
-    expect(await store.readAudit()).toEqual([]);
+    expect(await store.readAudit(Number.MAX_SAFE_INTEGER)).toEqual([]);
     state.down = false;
     writer.record(entry(3));
     await writer.close();
-    expect((await store.readAudit()).map((e) => e.id)).toEqual(["e3", "e2", "e1"]);
+    expect((await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id)).toEqual(["e3", "e2", "e1"]);
+  });
+
+  it("opens entries in one store call per batch, and their outcomes replace them", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    expect(await Promise.all([writer.open(entry(1)), writer.open(entry(2))])).toEqual([true, true]);
+    expect(state.opens).toBe(1);
+    const shown = async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => [e.id, e.status, e.msg]);
+    expect(await shown()).toEqual([
+      ["e2", 0, NO_OUTCOME],
+      ["e1", 0, NO_OUTCOME],
+    ]);
+    writer.record(entry(1));
+    await writer.flushed();
+    expect(await shown()).toEqual([
+      ["e2", 0, NO_OUTCOME],
+      ["e1", 200, ""],
+    ]);
+    await writer.close();
+  });
+
+  it("an entry the store refused to open has its outcome write waited for, and retried until stored", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    state.down = true;
+    expect(await writer.open(entry(1))).toBe(false); // the call goes on: its outcome write is what stores it
+    const waited = writer.record(entry(1), true);
+    expect(waited).toBeInstanceOf(Promise);
+    await waited; // resolves once the first attempt failed: the store is down, the answer is not held for it
+    state.down = false;
+    await expect.poll(async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id), { timeout: 3000 }).toEqual(["e1"]);
+    await writer.close();
   });
 });

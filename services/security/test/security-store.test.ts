@@ -3,6 +3,8 @@ import type { SecurityChange, SecurityStore, UserRecord } from "../src/store/sec
 import { openSecurityStoreOn, securityTargets, systemNs } from "./harness.js";
 
 const user = (username: string, extra: Partial<UserRecord> = {}): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0, ...extra });
+/** Show every open entry, whatever its age. */
+const ALL = Number.MAX_SAFE_INTEGER;
 const audit = (i: number) => ({ id: `id${i}`, operator: "op", ip: "1.2.3.4", resource: `/v1/x/${i}`, action: "PUT", status: 200, msg: "", opTime: 1_700_000_000_000 + i });
 
 /** One contract for the embedded store, Redis and Redis Cluster: the same answers and the same change events. */
@@ -60,16 +62,42 @@ for (const target of securityTargets()) {
     it("audit: batches append in order, newest first, the oldest dropped past the retention", async () => {
       await store.appendAudit([audit(1), audit(2), audit(3)], 4);
       await store.appendAudit([audit(4), audit(5)], 4);
-      expect((await replica.readAudit()).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
-      expect((await store.readAudit())[0]).toEqual(audit(5));
+      expect((await replica.readAudit(ALL)).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
+      expect((await store.readAudit(ALL))[0]).toEqual(audit(5));
       const page = async (offset: number, limit: number) => {
-        const { entries, total } = await replica.readAuditPage(offset, limit);
+        const { entries, total } = await replica.readAuditPage(offset, limit, ALL);
         return [entries.map((e) => e.id), total];
       };
       expect(await page(1, 2)).toEqual([["id4", "id3"], 4]);
       expect(await page(3, 5)).toEqual([["id2"], 4]);
       expect(await page(10, 2)).toEqual([[], 4]);
-      expect((await replica.readAuditPage(0, 1)).entries[0]).toEqual(audit(5));
+      expect((await replica.readAuditPage(0, 1, ALL)).entries[0]).toEqual(audit(5));
+    });
+
+    it("audit: open entries are read before the log (once old enough), replaced by their outcome, swept when orphaned", async () => {
+      const open = (i: number) => ({ ...audit(i), status: 0, msg: "no outcome" });
+      await store.appendAudit([audit(11), audit(12)], 2); // the log: just these two
+
+      await store.openAudit([open(13), open(14), open(15)]);
+      const ids = async (before = ALL) => (await replica.readAudit(before)).map((e) => `${e.id}:${e.status}`);
+      expect(await ids()).toEqual(["id15:0", "id14:0", "id13:0", "id12:200", "id11:200"]);
+      expect(await ids(audit(14).opTime)).toEqual(["id13:0", "id12:200", "id11:200"]); // younger open entries: calls under way
+      const page = async (offset: number, limit: number, before = ALL) => {
+        const { entries, total } = await replica.readAuditPage(offset, limit, before);
+        return [entries.map((e) => e.id), total];
+      };
+      expect(await page(0, 2)).toEqual([["id15", "id14"], 5]);
+      expect(await page(2, 2)).toEqual([["id13", "id12"], 5]);
+      expect(await page(3, 5)).toEqual([["id12", "id11"], 5]);
+      expect(await page(1, 2, audit(14).opTime)).toEqual([["id12", "id11"], 3]);
+      // the outcome replaces the open entry (no duplicate), at the head of the log
+      await store.appendAudit([{ ...audit(14), status: 403, msg: "denied" }], 10);
+      expect(await ids()).toEqual(["id15:0", "id13:0", "id14:403", "id12:200", "id11:200"]);
+      // a sweep moves what is older than its bound into the log as it is, once
+      expect(await store.sweepAudit(audit(15).opTime, 10)).toBe(1);
+      expect(await replica.sweepAudit(audit(15).opTime, 10)).toBe(0);
+      expect(await ids(0)).toEqual(["id13:0", "id14:403", "id12:200", "id11:200"]);
+      expect(await ids()).toEqual(["id15:0", "id13:0", "id14:403", "id12:200", "id11:200"]);
     });
 
     it("the JWT key: the first one stored wins, every replica gets it", async () => {

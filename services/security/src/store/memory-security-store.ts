@@ -8,13 +8,16 @@ export function createMemorySecurityStore(): SecurityStore {
   const users = new Map<string, UserRecord>();
   const roles = new Map<string, RoleRecord>();
   let audit: AuditRecord[] = []; // oldest first
+  const open = new Map<string, AuditRecord>(); // entries of calls under way
+  const openNewestFirst = (before: number) =>
+    [...open.values()].filter((e) => e.opTime < before).sort((a, b) => b.opTime - a.opTime).map((e) => ({ ...e }));
   let kept = Number.MAX_SAFE_INTEGER;
   let key: string | undefined;
   const listeners = new Set<(change: SecurityChange) => void>();
   const announce = (change: SecurityChange) => {
     for (const l of listeners) l(change);
   };
-  return {
+  const store: SecurityStore = {
     kind: "embedded",
     async getUser(username) {
       const u = users.get(username);
@@ -67,20 +70,37 @@ export function createMemorySecurityStore(): SecurityStore {
       announce({ kind: "role", name });
       return true;
     },
+    async openAudit(entries) {
+      for (const e of entries) open.set(e.id, { ...e });
+    },
     async appendAudit(entries, maxEntries) {
-      for (const e of entries) audit.push({ ...e });
+      // a larger retention than before must not bring back what the smaller one dropped (Redis trims at once)
+      if (maxEntries > kept && audit.length > kept) audit = audit.slice(audit.length - kept);
+      for (const e of entries) {
+        open.delete(e.id);
+        audit.push({ ...e });
+      }
       // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.
       if (audit.length > maxEntries + Math.max(1000, maxEntries >> 3)) audit = audit.slice(audit.length - maxEntries);
       kept = maxEntries;
     },
-    async readAudit() {
-      return audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse();
+    async sweepAudit(before, maxEntries) {
+      const orphans = [...open.values()].filter((e) => e.opTime < before).sort((a, b) => a.opTime - b.opTime);
+      if (orphans.length > 0) await store.appendAudit(orphans, maxEntries);
+      return orphans.length;
     },
-    async readAuditPage(offset, limit) {
-      const total = Math.min(audit.length, kept);
-      const end = audit.length - offset; // newest first: index audit.length - 1 is entry 0
-      const entries = audit.slice(Math.max(audit.length - total, end - limit), Math.max(0, end)).map((e) => ({ ...e })).reverse();
-      return { entries, total };
+    async readAudit(openBefore) {
+      return [...openNewestFirst(openBefore), ...audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse()];
+    },
+    async readAuditPage(offset, limit, openBefore) {
+      const opened = openNewestFirst(openBefore);
+      const total = opened.length + Math.min(audit.length, kept);
+      const fromOpen = opened.slice(offset, offset + limit);
+      const logOffset = Math.max(0, offset - opened.length);
+      const logLimit = limit - fromOpen.length;
+      const end = audit.length - logOffset; // newest first: index audit.length - 1 is entry 0
+      const logged = logLimit <= 0 ? [] : audit.slice(Math.max(audit.length - Math.min(audit.length, kept), end - logLimit), Math.max(0, end)).map((e) => ({ ...e })).reverse();
+      return { entries: [...fromOpen, ...logged], total };
     },
     async jwtKey(candidate) {
       key ??= candidate;
@@ -94,4 +114,5 @@ export function createMemorySecurityStore(): SecurityStore {
       listeners.clear();
     },
   };
+  return store;
 }

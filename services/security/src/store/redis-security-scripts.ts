@@ -8,7 +8,8 @@ import type { SecurityChange } from "./security-store.js";
  * - `ns:sec_users` set of usernames; `ns:sec_user:<name>` hash (salt, hash, roles JSON, locked, lockedUntil, failures,
  *   tokensAfter);
  * - `ns:sec_roles` hash role name → `{desc, bindings}` JSON;
- * - `ns:sec_audit` list of entry JSON, newest first, trimmed to the retention;
+ * - `ns:sec_audit` list of entry JSON, newest first, trimmed to the retention; `ns:sec_audit_open` hash id → entry
+ *   JSON of calls under way (their outcome replaces them in the list);
  * - `ns:sec_jwt_key` the generated JWT key.
  *
  * Every change publishes `{kind, name}` on `ns:sec_evt`, which every replica's caches follow.
@@ -19,6 +20,7 @@ export function securityKeys(ns: string) {
     user: (name: string) => `${ns}:sec_user:${name}`,
     roles: `${ns}:sec_roles`,
     audit: `${ns}:sec_audit`,
+    auditOpen: `${ns}:sec_audit_open`,
     jwtKey: `${ns}:sec_jwt_key`,
     channel: `${ns}:sec_evt`,
   };
@@ -93,13 +95,66 @@ publish('role', ARGV[2])
 return n`,
 );
 
-/** KEYS audit; ARGV maxEntries, then entries oldest first. One call per batch: LPUSH and trim together. */
+/**
+ * KEYS audit, auditOpen; ARGV maxEntries, n, n ids, then the n entries oldest first. One call per batch: the open
+ * entries of those ids go, the entries with their outcome are pushed, the log trimmed.
+ */
 export const APPEND_AUDIT = defineScript(
   "sec_append_audit",
-  1,
-  `redis.call('LPUSH', KEYS[1], unpack(ARGV, 2))
+  2,
+  `local n = tonumber(ARGV[2])
+redis.call('HDEL', KEYS[2], unpack(ARGV, 3, 2 + n))
+redis.call('LPUSH', KEYS[1], unpack(ARGV, 3 + n))
 redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
 return 1`,
+);
+
+/**
+ * KEYS audit, auditOpen; ARGV before, maxEntries. Moves the open entries older than `before` (and any that do not
+ * parse) into the log as they are; returns how many. The open hash holds only calls under way and the few left by a
+ * killed process, so reading it whole is cheap.
+ */
+export const SWEEP_AUDIT = defineScript(
+  "sec_sweep_audit",
+  2,
+  `local all = redis.call('HGETALL', KEYS[2])
+local moved = {}
+for i = 1, #all, 2 do
+  local ok, e = pcall(cjson.decode, all[i + 1])
+  if not ok or type(e) ~= 'table' or (tonumber(e.opTime) or 0) < tonumber(ARGV[1]) then
+    moved[#moved + 1] = all[i + 1]
+    redis.call('HDEL', KEYS[2], all[i])
+  end
+end
+for i = 1, #moved, 500 do
+  redis.call('LPUSH', KEYS[1], unpack(moved, i, math.min(i + 499, #moved)))
+end
+if #moved > 0 then redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[2]) - 1) end
+return #moved`,
+);
+
+/**
+ * KEYS audit, auditOpen; ARGV offset, limit, openBefore. One page as the reader orders it — the open entries started
+ * before `openBefore` first, then the log — in one atomic read: {those open entries (all of them when the page starts
+ * among them), how many entries in all, the log's part of the page}.
+ */
+export const READ_AUDIT_PAGE = defineScript(
+  "sec_read_audit_page",
+  2,
+  `local offset, limit, before = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local shown = {}
+for _, json in ipairs(redis.call('HVALS', KEYS[2])) do
+  local ok, e = pcall(cjson.decode, json)
+  if ok and type(e) == 'table' and (tonumber(e.opTime) or 0) < before then shown[#shown + 1] = json end
+end
+local open = #shown
+local fromOpen = math.max(0, math.min(open, offset + limit) - offset)
+local logOffset = math.max(0, offset - open)
+local logLimit = limit - fromOpen
+if fromOpen == 0 then shown = {} end
+local logged = {}
+if logLimit > 0 then logged = redis.call('LRANGE', KEYS[1], logOffset, logOffset + logLimit - 1) end
+return {shown, open + redis.call('LLEN', KEYS[1]), logged}`,
 );
 
 /** KEYS jwtKey; ARGV candidate. The stored key, or the candidate stored now. */

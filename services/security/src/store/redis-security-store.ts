@@ -1,5 +1,5 @@
 import { followChanges, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { ADD_USER, APPEND_AUDIT, JWT_KEY, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import { ADD_USER, APPEND_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
@@ -55,6 +55,8 @@ function parseAudit(list: string[]): AuditRecord[] {
     }
   });
 }
+
+const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b) => b.opTime - a.opTime);
 
 /** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
@@ -115,31 +117,41 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     async removeRole(name) {
       return (await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
     },
+    async openAudit(entries) {
+      if (entries.length === 0) return;
+      await call(() => client.hset(keys.auditOpen, ...entries.flatMap((e) => [e.id, JSON.stringify(e)])));
+    },
     async appendAudit(entries, maxEntries) {
       if (entries.length === 0) return;
-      await call(() => runScript(client, APPEND_AUDIT, [keys.audit], [maxEntries, ...entries.map((e) => JSON.stringify(e))]));
+      const args = [maxEntries, entries.length, ...entries.map((e) => e.id), ...entries.map((e) => JSON.stringify(e))];
+      await call(() => runScript(client, APPEND_AUDIT, [keys.audit, keys.auditOpen], args));
     },
-    async readAudit() {
-      // In chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile shift the
-      // list, so an entry may come twice: ids drop the repeats.
+    async sweepAudit(before, maxEntries) {
+      return Number(await call(() => runScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));
+    },
+    async readAudit(openBefore) {
+      // The open entries first (an entry that gets its outcome meanwhile is then also in the log: the log's wins), then
+      // the log in chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile
+      // shift the list, so an entry may come twice: ids drop the repeats.
+      const opened = new Map(parseAudit(await call(() => client.hvals(keys.auditOpen))).flatMap((e) => (e.opTime < openBefore ? [[e.id, e] as const] : [])));
       const seen = new Set<string>();
-      const out: AuditRecord[] = [];
+      const logged: AuditRecord[] = [];
       for (let start = 0; ; start += AUDIT_CHUNK) {
         const list = await call(() => client.lrange(keys.audit, start, start + AUDIT_CHUNK - 1));
         for (const e of parseAudit(list)) {
           if (seen.has(e.id)) continue;
           seen.add(e.id);
-          out.push(e);
+          opened.delete(e.id);
+          logged.push(e);
         }
-        if (list.length < AUDIT_CHUNK) return out;
+        if (list.length < AUDIT_CHUNK) return [...newestFirst(opened.values()), ...logged];
       }
     },
-    async readAuditPage(offset, limit) {
-      const results = (await call(() => client.multi().llen(keys.audit).lrange(keys.audit, offset, offset + limit - 1).exec())) ?? [];
-      const [lenErr, total] = results[0] ?? [];
-      const [rangeErr, list] = results[1] ?? [];
-      if (lenErr || rangeErr) throw lenErr ?? rangeErr;
-      return { entries: parseAudit(list as string[]), total: Number(total) };
+    async readAuditPage(offset, limit, openBefore) {
+      const page = runScript(client, READ_AUDIT_PAGE, [keys.audit, keys.auditOpen], [offset, limit, openBefore]);
+      const [opened, total, logged] = (await call(() => page)) as [string[], number, string[]];
+      const fromOpen = newestFirst(parseAudit(opened)).slice(offset, offset + limit);
+      return { entries: [...fromOpen, ...parseAudit(logged)], total: Number(total) };
     },
     async jwtKey(candidate) {
       return String(await call(() => runScript(client, JWT_KEY, [keys.jwtKey], [candidate])));

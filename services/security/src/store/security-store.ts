@@ -66,12 +66,22 @@ export interface SecurityStore {
   listRoles(): Promise<RoleRecord[]>;
   putRole(role: RoleRecord): Promise<void>;
   removeRole(name: string): Promise<boolean>;
-  /** Appends entries (oldest first) in one store call, keeping the newest `maxEntries`. */
+  /** Stores entries whose calls are under way (no outcome yet), in one store call; they are read with the log. */
+  openAudit(entries: AuditRecord[]): Promise<void>;
+  /**
+   * Appends entries with their outcome (oldest first) in one store call, replacing the open entries of the same ids,
+   * keeping the newest `maxEntries`.
+   */
   appendAudit(entries: AuditRecord[], maxEntries: number): Promise<void>;
-  /** Every entry kept, newest first (read in chunks: the event loop is never held for the whole log). */
-  readAudit(): Promise<AuditRecord[]>;
-  /** One page of the entries kept, newest first, and how many there are (a query without filters). */
-  readAuditPage(offset: number, limit: number): Promise<{ entries: AuditRecord[]; total: number }>;
+  /** Moves open entries older than `before` (their process died before their outcome) into the log as they are. */
+  sweepAudit(before: number, maxEntries: number): Promise<number>;
+  /**
+   * Every entry kept, newest first: the open ones started before `openBefore` (by time; younger ones are calls under
+   * way), then the log (read in chunks: the event loop is never held for the whole log).
+   */
+  readAudit(openBefore: number): Promise<AuditRecord[]>;
+  /** One page of what `readAudit` reads, and how many entries that is (a query without filters). */
+  readAuditPage(offset: number, limit: number, openBefore: number): Promise<{ entries: AuditRecord[]; total: number }>;
   /** The shared JWT key: the stored one, or `candidate` stored now if there is none (first replica wins). */
   jwtKey(candidate: string): Promise<string>;
   /** Listens to changes from every replica; returns the unsubscribe. */
