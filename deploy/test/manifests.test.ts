@@ -226,6 +226,27 @@ describe("deploy/docker-compose.yml", () => {
     }
   });
 
+  it("its cluster bootstrap script is valid shell once compose has unescaped it", () => {
+    const script = (services["redis-cluster-init"].command[0] as string).replaceAll("$$", "$");
+    const check = spawnSync("sh", ["-n", "-c", script], { encoding: "utf8" });
+    expect(check.status, check.stderr).toBe(0);
+    // a single `$` would be compose's interpolation (usually to nothing), not the shell's
+    expect(services["redis-cluster-init"].command[0]).not.toMatch(/(^|[^$])\$[{(A-Za-z_]/);
+  });
+
+  it("provisions Grafana with the Prometheus data source and every dashboard of deploy/grafana", () => {
+    const mounts = new Map((services.grafana.volumes as string[]).map((v) => v.split(":").slice(0, 2) as [string, string]));
+    const sources: Doc = parseYaml(read("deploy/compose/grafana/datasources.yml"));
+    expect(sources.datasources).toContainEqual(expect.objectContaining({ type: "prometheus", url: `http://prometheus:${services.prometheus.ports[0].split(":")[1]}` }));
+    const providers: Doc = parseYaml(read("deploy/compose/grafana/dashboards.yml"));
+    expect(mounts.get("./grafana")).toBe(providers.providers[0].options.path);
+    for (const file of readdirSync(join(deploy, "grafana")).filter((f) => f.endsWith(".json"))) {
+      const dashboard: Doc = JSON.parse(read(`deploy/grafana/${file}`));
+      const datasource = dashboard.templating.list.find((v: Doc) => v.type === "datasource");
+      expect(datasource?.query, file).toBe("prometheus");
+    }
+  });
+
   it("mounts only files that exist", () => {
     for (const [name, s] of Object.entries(services)) {
       for (const volume of (s.volumes ?? []) as string[]) {
