@@ -25,6 +25,12 @@ configureTextEncoding({
   },
 });
 
+/** `err` as the listener answers it: request-decoding failures `invalid_argument`, over-size ones naming the limit. */
+export function correctedError(err: ConnectError, limit: MessageLimit | undefined, inputType: string): ConnectError {
+  const fixed = correct(err.code, err.rawMessage, limit, inputType);
+  return fixed ? new ConnectError(fixed.message, fixed.code) : err;
+}
+
 /** The message size limit of a listener and the setting that sets it, so that an over-size answer can name both. */
 export interface MessageLimit {
   readMaxBytes: number;

@@ -200,12 +200,18 @@ const deadlineOf = (timeoutMs: number | undefined): number | undefined => (timeo
  * take exactly one request message; client and bidi streams work; the call's contextValues do not cross; errors
  * arrive as ConnectError with the handler's code and message.
  */
-export function inProcessTransport(services: LocalService[], interceptors: Interceptor[]): Transport {
+export function inProcessTransport(
+  services: LocalService[],
+  interceptors: Interceptor[],
+  /** `urlBase`: what interceptors see of the call's URL before `/pkg.Service/Method` (default `in-process://`). */
+  options: { urlBase?: string } = {},
+): Transport {
+  const urlBase = options.urlBase ?? "in-process://";
   const served = new Map<DescMethod, Served>();
   for (const { service, impl } of services) {
     for (const method of service.methods) {
       const fn = (impl as Record<string, Handler | undefined>)[method.localName];
-      if (fn) served.set(method, { handler: fn.bind(impl), url: `in-process:///${service.typeName}/${method.name}` });
+      if (fn) served.set(method, { handler: fn.bind(impl), url: `${urlBase}/${service.typeName}/${method.name}` });
     }
   }
   const handlerOf = (method: DescMethod): Handler => {
@@ -213,7 +219,7 @@ export function inProcessTransport(services: LocalService[], interceptors: Inter
     if (!s) throw new ConnectError(`${method.parent.typeName}/${method.name} is not served in this process`, Code.Unimplemented);
     return s.handler;
   };
-  const urlOf = (method: DescMethod): string => served.get(method)?.url ?? `in-process:///${method.parent.typeName}/${method.name}`;
+  const urlOf = (method: DescMethod): string => served.get(method)?.url ?? `${urlBase}/${method.parent.typeName}/${method.name}`;
 
   // Interceptor chains are built once; the first interceptor is the outermost, as in Connect.
   const chain = <T>(next: T): T => interceptors.reduceRight((n, i) => i(n as never) as T, next);
