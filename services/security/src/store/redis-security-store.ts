@@ -1,4 +1,4 @@
-import { followChanges, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { followChanges, quitQuietly, redisCaller, runDurableScript, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, JWT_KEY, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
 
@@ -88,18 +88,18 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async addUser(user) {
       const { username, ...fields } = user;
-      return (await call(() => runScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
+      return (await call(() => runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
     },
     async updateUser(username, patch) {
       const fields = userFields(patch);
       if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
-      return (await call(() => runScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
+      return (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
     },
     async removeUser(username) {
-      return (await call(() => runScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
+      return (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
     },
     async recordFailure(username, maxFailures, lockUntil) {
-      await call(() => runScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
+      await call(() => runDurableScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
     },
     async getRole(name) {
       const json = await call(() => client.hget(keys.roles, name));
@@ -110,14 +110,14 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return Object.entries(all).map(([name, json]) => toRole(name, json));
     },
     async putRole(role) {
-      await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
+      await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
     },
     async removeRole(name) {
-      return (await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
+      return (await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
     },
     async appendAudit(entries, maxEntries) {
       if (entries.length === 0) return;
-      await call(() => runScript(client, APPEND_AUDIT, [keys.audit], [maxEntries, ...entries.map((e) => JSON.stringify(e))]));
+      await call(() => runDurableScript(client, APPEND_AUDIT, [keys.audit], [maxEntries, ...entries.map((e) => JSON.stringify(e))]));
     },
     async readAudit() {
       // In chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile shift the
@@ -142,7 +142,7 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return { entries: parseAudit(list as string[]), total: Number(total) };
     },
     async jwtKey(candidate) {
-      return String(await call(() => runScript(client, JWT_KEY, [keys.jwtKey], [candidate])));
+      return String(await call(() => runDurableScript(client, JWT_KEY, [keys.jwtKey], [candidate])));
     },
     onChange(listener) {
       listeners.add(listener);

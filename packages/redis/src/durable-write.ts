@@ -1,0 +1,218 @@
+import { Cluster, type ChainableCommander } from "ioredis";
+import type { RedisClient } from "./connect.js";
+import { callScript, prepareScripts, runScript, type LuaScript } from "./scripts.js";
+
+/**
+ * Redis replicates asynchronously: a write a master acknowledged and then lost in a crash, before any replica had it,
+ * is gone after the failover. With a replica policy on the client, durable writes are followed by
+ * `WAIT minReplicas timeoutMs` on the connection that carried them — WAIT counts only that connection's writes, and a
+ * Lua script cannot call it — so the caller is answered once the write is on `minReplicas` replicas too.
+ */
+export interface ReplicaPolicy {
+  /** Replicas that must hold a write before it is acknowledged; 0 = do not wait. */
+  minReplicas: number;
+  /** Longest WAIT, ms (> 0: WAIT 0 would block forever). */
+  timeoutMs: number;
+  /** Told once per episode of writes that reached fewer replicas in time (and once when it is over). */
+  logger?: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
+  /** Counted for every such write (a Prometheus counter). */
+  underReplicated?: { inc(): void };
+}
+
+/** Durable writes of one client: their own connection(s) and one queue per hash slot group in flight. */
+interface Durability {
+  policy: ReplicaPolicy;
+  /**
+   * A second client (`duplicate()`) that carries only durable writes. WAIT blocks the connection it is sent on, so on
+   * the shared client every read queued behind it would wait for the replicas too (up to the whole timeout while a
+   * shard has none, as right after a failover).
+   */
+  writer: RedisClient;
+  groups: Map<string, Pending[]>;
+  /** Inside an episode of under-replicated writes (logged at its start and end only). */
+  short: boolean;
+}
+
+interface Pending {
+  tag: string;
+  write(batch: ChainableCommander): unknown;
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+  redirections: number;
+}
+
+const durabilities = new WeakMap<object, Durability>();
+
+/**
+ * Makes every durable write through `client` ({@link writeDurably}, {@link runDurableScript}) wait for
+ * `policy.minReplicas` replicas. Called once by the process that owns the client (the process runner, from
+ * `gov.redis.min-replicas` and `gov.redis.replica-ack-timeout`); resolves once the writers' connection is ready.
+ * Returns what closes that connection (before or with `client`).
+ */
+export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy, readyTimeoutMs = 10_000): Promise<() => Promise<void>> {
+  if (policy.minReplicas <= 0) return async () => {};
+  if (!(policy.timeoutMs > 0)) throw new Error("a replica acknowledgement timeout must be > 0 ms (WAIT 0 blocks forever)");
+  const writer = (client as Cluster).duplicate() as RedisClient;
+  writer.on("error", () => {}); // failures reach the writes; see createRedis
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the durable writes' Redis connection was not ready within ${readyTimeoutMs} ms`)), readyTimeoutMs);
+    writer.once("ready", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  }).catch((err) => {
+    writer.disconnect();
+    throw err;
+  });
+  durabilities.set(client, { policy, writer, groups: new Map(), short: false });
+  return async () => {
+    durabilities.delete(client);
+    if (writer.status === "ready") await Promise.race([writer.quit().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
+    writer.disconnect();
+  };
+}
+
+/** Redirections refuse a command unexecuted: the write may be sent again to the slot's new owner. */
+const REDIRECTED = /^(MOVED|ASK) |same slots allocation group/;
+const MAX_REDIRECTIONS = 3;
+/** Most writes one pipeline carries ahead of its WAIT. */
+const MAX_BATCH = 256;
+
+/**
+ * Runs a write of `key` (every key of a write shares its hash slot) and, when the client has a replica policy, WAIT
+ * behind it in one pipeline: ioredis sends a pipeline as one write to one connection (on a Cluster: the node serving
+ * the keys' slot; WAIT has no key and goes along), so the WAIT is answered by the connection and master that applied
+ * the write. Writes of one hash tag issued while a WAIT is in flight share the next one (group commit): one round trip
+ * to the replicas per batch, not per write. Returns the write's reply.
+ *
+ * - WAIT short of `minReplicas` after the timeout: the write stands on the master (it cannot be undone), so this
+ *   succeeds, counts it and warns once per episode — refusing would report as failed a write that was applied.
+ * - WAIT failing (the master died after the write): its error is thrown — a connection error, which stores report as
+ *   "outcome unknown" (504): the write was applied but may be lost at the failover.
+ * - A redirection (stale slot map during a failover): the write was refused unexecuted; the slot map is refreshed and
+ *   the write sent again to the slot's new owner (at most 3 times).
+ */
+export function writeDurably<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown): Promise<T> {
+  const durability = durabilities.get(client);
+  if (!durability) {
+    // Nothing to wait for: a one-command pipeline (ioredis follows its redirections itself).
+    const batch = client.pipeline();
+    try {
+      write(batch);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return batch.exec().then((replies) => {
+      const [err, result] = replies?.[0] ?? [new Error("the write got no reply")];
+      if (err) throw err;
+      return result as T;
+    });
+  }
+  return new Promise<T>((resolve, reject) =>
+    enqueue(durability, { tag: slotTag(key), write, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
+  );
+}
+
+/** {@link runScript} for a script that writes: the same call, durable per the client's replica policy. */
+export function runDurableScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+  const durability = durabilities.get(client);
+  // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
+  if (!durability) return runScript(client, script, keys, args);
+  prepareScripts(durability.writer, script); // before any pipeline is made: a pipeline copies its client's scripts
+  return writeDurably(client, keys[0] ?? "", (batch) => callScript(durability.writer, script, keys, args, batch));
+}
+
+/** What decides a key's hash slot: its `{tag}` when it has one, else the whole key (Redis Cluster's rule). */
+function slotTag(key: string): string {
+  const open = key.indexOf("{");
+  const close = open < 0 ? -1 : key.indexOf("}", open + 1);
+  return close > open + 1 ? key.slice(open + 1, close) : key;
+}
+
+/** Queues a write; a group with nothing in flight sends at the end of this tick, else after its WAIT returns. */
+function enqueue(d: Durability, p: Pending): void {
+  const queue = d.groups.get(p.tag);
+  if (queue) {
+    queue.push(p);
+    return;
+  }
+  const fresh = [p];
+  d.groups.set(p.tag, fresh);
+  queueMicrotask(() => void drain(d, p.tag, fresh));
+}
+
+async function drain(d: Durability, tag: string, queue: Pending[]): Promise<void> {
+  while (queue.length > 0) await send(d, queue.splice(0, MAX_BATCH));
+  d.groups.delete(tag);
+}
+
+/** One pipeline: the writes, then WAIT; each write is answered by its own reply and the WAIT's. */
+async function send(d: Durability, batch: Pending[]): Promise<void> {
+  const pipeline = d.writer.pipeline();
+  const sent: Pending[] = [];
+  for (const p of batch) {
+    try {
+      p.write(pipeline);
+      sent.push(p);
+    } catch (err) {
+      p.reject(err);
+    }
+  }
+  if (sent.length === 0) return;
+  pipeline.wait(d.policy.minReplicas, d.policy.timeoutMs);
+  let replies: [Error | null, unknown][];
+  try {
+    replies = (await pipeline.exec()) ?? [];
+  } catch (err) {
+    // The pipeline was refused as a whole before it was sent (e.g. the slot map changed under it).
+    return redirect(d, sent, err);
+  }
+  const [waitErr, acked] = replies[sent.length] ?? [new Error("WAIT got no reply")];
+  const moved: Pending[] = [];
+  let movedErr: Error | undefined;
+  let applied = 0;
+  sent.forEach((p, i) => {
+    const [err, result] = replies[i] ?? [new Error("the write got no reply")];
+    if (err && REDIRECTED.test(err.message) && p.redirections < MAX_REDIRECTIONS) {
+      movedErr = err;
+      return moved.push(p);
+    }
+    if (err) return p.reject(err);
+    if (waitErr) return p.reject(waitErr);
+    applied++;
+    p.resolve(result);
+  });
+  if (applied > 0) noteAcks(d, Number(acked), applied);
+  if (movedErr) await redirect(d, moved, movedErr);
+}
+
+/** Sends refused writes again after refreshing the slot map, or fails them when they were redirected too often. */
+async function redirect(d: Durability, writes: Pending[], err: unknown): Promise<void> {
+  const again = writes.filter((p) => p.redirections++ < MAX_REDIRECTIONS && err instanceof Error && REDIRECTED.test(err.message));
+  for (const p of writes) if (!again.includes(p)) p.reject(err);
+  if (again.length === 0) return;
+  if (d.writer instanceof Cluster) {
+    const cluster = d.writer;
+    await new Promise<void>((resolve) => cluster.refreshSlotsCache(() => resolve()));
+  }
+  for (const p of again) enqueue(d, p);
+}
+
+function noteAcks(d: Durability, acked: number, writes: number): void {
+  const { policy } = d;
+  if (acked >= policy.minReplicas) {
+    if (d.short) {
+      d.short = false;
+      policy.logger?.info({ replicas: acked, required: policy.minReplicas }, "Redis writes reach the required replicas again");
+    }
+    return;
+  }
+  for (let i = 0; i < writes; i++) policy.underReplicated?.inc();
+  if (!d.short) {
+    d.short = true;
+    policy.logger?.warn(
+      { replicas: acked, required: policy.minReplicas, timeoutMs: policy.timeoutMs },
+      `Redis write acknowledged by ${acked} of ${policy.minReplicas} required replicas within ${policy.timeoutMs} ms: it is applied on the master but would be lost if the master failed now; further such writes are counted in gov_redis_under_replicated_writes_total`,
+    );
+  }
+}
