@@ -1,4 +1,4 @@
-import { Cluster, type ChainableCommander } from "ioredis";
+import { Cluster, Command, type ChainableCommander } from "ioredis";
 import type { RedisClient } from "./connect.js";
 import { callScript, prepareScripts, runScript, type LuaScript } from "./scripts.js";
 
@@ -19,7 +19,7 @@ export interface ReplicaPolicy {
   underReplicated?: { inc(): void };
 }
 
-/** Durable writes of one client: their own connection(s) and one queue per hash slot group in flight. */
+/** Durable writes of one client: their own connection(s) and one queue per master with a WAIT in flight. */
 interface Durability {
   policy: ReplicaPolicy;
   /**
@@ -34,7 +34,7 @@ interface Durability {
 }
 
 interface Pending {
-  tag: string;
+  key: string;
   write(batch: ChainableCommander): unknown;
   resolve(value: unknown): void;
   reject(err: unknown): void;
@@ -82,8 +82,8 @@ const MAX_BATCH = 256;
  * Runs a write of `key` (every key of a write shares its hash slot) and, when the client has a replica policy, WAIT
  * behind it in one pipeline: ioredis sends a pipeline as one write to one connection (on a Cluster: the node serving
  * the keys' slot; WAIT has no key and goes along), so the WAIT is answered by the connection and master that applied
- * the write. Writes of one hash tag issued while a WAIT is in flight share the next one (group commit): one round trip
- * to the replicas per batch, not per write. Returns the write's reply.
+ * the write. Writes to one master issued while its WAIT is in flight share the next one (group commit): one round
+ * trip to the replicas per batch, not per write. Returns the write's reply.
  *
  * - WAIT short of `minReplicas` after the timeout: the write stands on the master (it cannot be undone), so this
  *   succeeds, counts it and warns once per episode — refusing would report as failed a write that was applied.
@@ -109,7 +109,7 @@ export function writeDurably<T = unknown>(client: RedisClient, key: string, writ
     });
   }
   return new Promise<T>((resolve, reject) =>
-    enqueue(durability, { tag: slotTag(key), write, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
+    enqueue(durability, { key, write, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
   );
 }
 
@@ -122,28 +122,33 @@ export function runDurableScript(client: RedisClient, script: LuaScript, keys: s
   return writeDurably(client, keys[0] ?? "", (batch) => callScript(durability.writer, script, keys, args, batch));
 }
 
-/** What decides a key's hash slot: its `{tag}` when it has one, else the whole key (Redis Cluster's rule). */
-function slotTag(key: string): string {
-  const open = key.indexOf("{");
-  const close = open < 0 ? -1 : key.indexOf("}", open + 1);
-  return close > open + 1 ? key.slice(open + 1, close) : key;
+/**
+ * The node group (master and replicas) serving `key`, per the writer's slot map: writes to one master share a
+ * pipeline and its WAIT. One WAIT at a time per connection: Redis serves a connection's commands in order, so a second
+ * WAIT sent behind the first would wait for it too (a whole timeout each while a shard has no replica).
+ */
+function groupOf(writer: RedisClient, key: string): string {
+  if (!(writer instanceof Cluster)) return "";
+  const slot = new Command("get", [key]).getSlot() ?? 0; // ioredis' own slot computation (CRC16 of the {tag})
+  return writer.slots[slot]?.join(";") ?? `slot ${slot}`;
 }
 
 /** Queues a write; a group with nothing in flight sends at the end of this tick, else after its WAIT returns. */
 function enqueue(d: Durability, p: Pending): void {
-  const queue = d.groups.get(p.tag);
+  const group = groupOf(d.writer, p.key);
+  const queue = d.groups.get(group);
   if (queue) {
     queue.push(p);
     return;
   }
   const fresh = [p];
-  d.groups.set(p.tag, fresh);
-  queueMicrotask(() => void drain(d, p.tag, fresh));
+  d.groups.set(group, fresh);
+  queueMicrotask(() => void drain(d, group, fresh));
 }
 
-async function drain(d: Durability, tag: string, queue: Pending[]): Promise<void> {
+async function drain(d: Durability, group: string, queue: Pending[]): Promise<void> {
   while (queue.length > 0) await send(d, queue.splice(0, MAX_BATCH));
-  d.groups.delete(tag);
+  d.groups.delete(group);
 }
 
 /** One pipeline: the writes, then WAIT; each write is answered by its own reply and the WAIT's. */
