@@ -2,8 +2,9 @@ import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis, createSubscriberHub, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createRedisRegistryStore } from "@gov/registry-service";
 import { createRedisSecurityStore } from "@gov/security-service";
-import { masterPortForKey, startRedisCluster, type RedisClusterServers } from "@gov/testkit";
+import { masterPortForKey, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createTestGateway, ns } from "./harness.js";
 
 /**
  * Issue 13: kill one Redis master; after the failover writes succeed again within 30 s and no acknowledged config
@@ -128,4 +129,42 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
       await security.close();
     }
   }, 55_000);
+});
+
+describe.skipIf(inject("redisSkipReason"))("GOV_REDIS_MIN_REPLICAS in a process", () => {
+  let redis: RedisServer;
+  let replica: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await replica?.stop();
+    await redis?.stop();
+  });
+
+  it("a PUT waits for the replica: without one it still succeeds after the timeout and is counted on /metrics", async () => {
+    const gw = await createTestGateway(undefined, undefined, true, { REDIS_URL: redis.url, GOV_REDIS_MIN_REPLICAS: "1", GOV_REDIS_REPLICA_ACK_TIMEOUT: "200ms" });
+    try {
+      const { url, managementUrl } = await gw.listen();
+      const path = `${url}/v1/namespaces/${encodeURIComponent(ns())}/configs/app.yaml`;
+      const underReplicated = async () => Number(/^gov_redis_under_replicated_writes_total (\d+)/m.exec(await (await fetch(`${managementUrl}/metrics`)).text())?.[1]);
+      expect(await underReplicated()).toBe(0);
+      const t = performance.now();
+      expect((await fetch(path, { method: "PUT", body: "alone: true" })).status).toBe(200);
+      expect(performance.now() - t).toBeGreaterThanOrEqual(190); // the WAIT's whole timeout: no replica answered
+      expect(await underReplicated()).toBe(1);
+      // With a replica attached, the same PUT is answered once the replica has it: nothing more is counted.
+      replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(redis.port)] });
+      const replicaClient = await connectRedis(replica.url);
+      try {
+        await expect.poll(async () => (await replicaClient.info("replication")).includes("master_link_status:up"), { timeout: 15_000, interval: 50 }).toBe(true);
+        expect((await fetch(path, { method: "PUT", body: "replicated: true" })).status).toBe(200);
+        expect(await underReplicated()).toBe(1);
+      } finally {
+        await quitQuietly(replicaClient);
+      }
+    } finally {
+      await gw.close();
+    }
+  }, 30_000);
 });
