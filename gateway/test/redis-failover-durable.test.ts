@@ -2,7 +2,7 @@ import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis, createSubscriberHub, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createRedisRegistryStore } from "@gov/registry-service";
 import { createRedisSecurityStore } from "@gov/security-service";
-import { masterPortForKey, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
+import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createTestGateway, ns } from "./harness.js";
 
@@ -34,29 +34,6 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
   /** A `{tag}` whose keys the node on `port` serves. */
   async function tagOn(port: number, prefix: string): Promise<string> {
     for (let n = 0; ; n++) if ((await masterPortForKey(port, `{${prefix}-${n}}x`)) === port) return `{${prefix}-${n}}`;
-  }
-
-  /** Runs `write(i)` for i = 0, 1, 2… from 4 concurrent writers; `acked` holds every acknowledged write (`after(t)`: those issued after t). */
-  function stream(write: (i: number) => Promise<unknown>) {
-    const acked: { i: number; issued: number; at: number }[] = [];
-    const errors = new Map<string, number>();
-    let next = 0;
-    let stopped = false;
-    const writer = async () => {
-      while (!stopped) {
-        const i = next++;
-        const issued = performance.now();
-        try {
-          await write(i);
-          acked.push({ i, issued, at: performance.now() });
-        } catch (err) {
-          errors.set((err as Error).message, (errors.get((err as Error).message) ?? 0) + 1);
-          await new Promise((r) => setTimeout(r, 20)); // 503/504 during the failover: not acknowledged
-        }
-      }
-    };
-    const done = Promise.all(Array.from({ length: 4 }, writer));
-    return { acked, errors, after: (t: number) => acked.filter((a) => a.issued > t).length, stop: () => ((stopped = true), done) };
   }
 
   /**
@@ -93,15 +70,15 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
     config.subscribe((c) => c.namespace === configNs && changes.push(c.version), () => resyncs++);
 
     const versions = new Map<number, number>(); // i → acknowledged version
-    const configs = stream(async (i) => versions.set(i, (await config.set(configNs, "app.yaml", `v: ${i}\n`, `hash-${i}`, Date.now())).version));
-    const registrations = stream((i) =>
+    const configs = writeStream(async (i) => versions.set(i, (await config.set(configNs, "app.yaml", `v: ${i}\n`, `hash-${i}`, Date.now())).version));
+    const registrations = writeStream((i) =>
       registry.register(
         registryNs,
         { instanceId: `i-${i}`, serviceId: "orders", schema: "http", host: "10.0.0.1", port: 8000 + (i % 1000), weight: 1, isEphemeral: false, ttlMs: 0, metadata: {} },
         Date.now(),
       ),
     );
-    const users = stream(async (i) => {
+    const users = writeStream(async (i) => {
       if (!(await security.addUser({ username: `user-${i}`, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0 } as never))) throw new Error("not added");
       await security.appendAudit([{ id: `audit-${i}`, operator: "admin", ip: "127.0.0.1", resource: "user", action: "create", status: 200, msg: "", opTime: Date.now() }], 100_000);
     });

@@ -147,8 +147,13 @@ function enqueue(d: Durability, p: Pending): void {
 }
 
 async function drain(d: Durability, group: string, queue: Pending[]): Promise<void> {
-  while (queue.length > 0) await send(d, queue.splice(0, MAX_BATCH));
-  d.groups.delete(group);
+  try {
+    while (queue.length > 0) await send(d, queue.splice(0, MAX_BATCH));
+  } catch (err) {
+    for (const p of queue.splice(0)) p.reject(err); // never leave a group blocked behind a failure of our own
+  } finally {
+    d.groups.delete(group);
+  }
 }
 
 /** One pipeline: the writes, then WAIT; each write is answered by its own reply and the WAIT's. */

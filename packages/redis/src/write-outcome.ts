@@ -10,7 +10,7 @@ import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.
  */
 
 /** Failures that prove the command was not executed: it was never written to a socket, or the server refused it. */
-const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b/i;
 const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
 
 function provesNotSent(err: unknown): boolean {
