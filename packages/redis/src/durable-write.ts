@@ -47,7 +47,7 @@ const durabilities = new WeakMap<object, Durability>();
  * Makes every durable write through `client` ({@link writeDurably}, {@link runDurableScript}) wait for
  * `policy.minReplicas` replicas. Called once by the process that owns the client (the process runner, from
  * `gov.redis.min-replicas` and `gov.redis.replica-ack-timeout`); resolves once the writers' connection is ready.
- * Returns what closes that connection (before or with `client`).
+ * Returns what closes that connection; `quitQuietly(client)` closes it too.
  */
 export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy, readyTimeoutMs = 10_000): Promise<() => Promise<void>> {
   if (policy.minReplicas <= 0) return async () => {};
@@ -65,11 +65,17 @@ export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy
     throw err;
   });
   durabilities.set(client, { policy, writer, groups: new Map(), short: false });
-  return async () => {
-    durabilities.delete(client);
-    if (writer.status === "ready") await Promise.race([writer.quit().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
-    writer.disconnect();
-  };
+  return () => closeDurableWriter(client);
+}
+
+/** Closes the durable writes' connection of `client`, if it has one (QUIT at most 1 s, then disconnect). */
+export async function closeDurableWriter(client: RedisClient): Promise<void> {
+  const durability = durabilities.get(client);
+  if (!durability) return;
+  durabilities.delete(client);
+  const { writer } = durability;
+  if (writer.status === "ready") await Promise.race([writer.quit().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
+  writer.disconnect();
 }
 
 /** Redirections refuse a command unexecuted: the write may be sent again to the slot's new owner. */

@@ -1,5 +1,6 @@
 import { Cluster } from "ioredis";
 import type { RedisClient } from "./connect.js";
+import { closeDurableWriter } from "./durable-write.js";
 import { StoreUnavailableError } from "./store-errors.js";
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
@@ -73,9 +74,10 @@ export async function redisDownReason(client: RedisClient, timeoutMs = 1000): Pr
 
 /**
  * Closes a client without hanging on a dead server or throwing: QUIT when connected (bounded to 1 s), then drop the
- * socket, which also stops reconnecting.
+ * socket, which also stops reconnecting. Its durable writes' connection (see requireReplicas) closes first.
  */
 export async function quitQuietly(client: RedisClient): Promise<void> {
+  await closeDurableWriter(client);
   if (client.status === "ready") await Promise.race([client.quit().catch(() => {}), sleep(1000)]);
   client.disconnect();
 }
