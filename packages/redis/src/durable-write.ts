@@ -68,6 +68,9 @@ export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy
   return () => closeDurableWriter(client);
 }
 
+/** The connection that carries `client`'s durable writes, if it has a replica policy. */
+export const durableWriterOf = (client: RedisClient): RedisClient | undefined => durabilities.get(client)?.writer;
+
 /** Closes the durable writes' connection of `client`, if it has one (QUIT at most 1 s, then disconnect). */
 export async function closeDurableWriter(client: RedisClient): Promise<void> {
   const durability = durabilities.get(client);
