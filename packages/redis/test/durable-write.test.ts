@@ -1,6 +1,6 @@
 import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { connectRedis, defineScript, quitQuietly, redisCaller, requireReplicas, runDurableScript, writeDurably, type RedisClient } from "../src/index.js";
+import { connectRedis, defineScript, describeWriteFailure, quitQuietly, redisCaller, requireReplicas, runDurableScript, writeDurably, writeMaySend, WriteOutcomeUnknownError, type RedisClient } from "../src/index.js";
 
 /** Appends ARGV[1] to the list and answers the list's length: every acknowledged append must be found again. */
 const APPEND = defineScript("test-durable-append", 1, "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])");
@@ -97,6 +97,40 @@ describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's 
     await closeWriter();
     await quitQuietly(waiting);
     await quitQuietly(plain);
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("durable writes: the master dies while the WAIT is out", () => {
+  it("the write is reported as of unknown outcome, never as done", async () => {
+    const master = await startRedis();
+    const replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(master.port)] });
+    const client = await connectRedis(master.url);
+    const replicaClient = await connectRedis(replica.url);
+    try {
+      await until("the replica's link to its master", () => linkUp(replicaClient));
+      await requireReplicas(client, { minReplicas: 1, timeoutMs: 2000 });
+      process.kill(replica.pid!, "SIGSTOP"); // the WAIT cannot be satisfied: it blocks for its whole timeout
+      const maySend = writeMaySend(client);
+      const write = redisCaller(client)(() => runDurableScript(client, APPEND, ["{d}dying"], ["x"]));
+      const outcome = write.then(
+        () => "acknowledged",
+        (err) => describeWriteFailure(err, maySend, { what: "the append", howToCheck: "read the list" }),
+      );
+      // The master has applied the write (it is in its list) while the WAIT is still out; then it dies.
+      const direct = await connectRedis(master.url);
+      await until("the write to be applied on the master", async () => (await direct.llen("{d}dying")) === 1, 1500);
+      await quitQuietly(direct);
+      process.kill(master.pid!, "SIGKILL");
+      const failure = await outcome;
+      expect(failure).toBeInstanceOf(WriteOutcomeUnknownError);
+      expect((failure as Error).message).toMatch(/^the append was sent to Redis but got no answer .* read the list$/);
+    } finally {
+      if (replica.pid) process.kill(replica.pid, "SIGCONT");
+      await quitQuietly(replicaClient);
+      await quitQuietly(client);
+      await replica.stop();
+      await master.stop();
+    }
   });
 });
 
