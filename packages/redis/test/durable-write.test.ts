@@ -182,6 +182,11 @@ describe.skipIf(inject("redisSkipReason"))("durable writes across a Redis Cluste
       // The promoted replica has no replica of its own, so writes after the failover are under-replicated: counted.
       expect(o.seen.underReplicated).toBeGreaterThan(0);
       expect(o.seen.warnings).toHaveLength(1);
+      // The killed node, started again, rejoins as the new master's replica: writes reach a replica again.
+      await cluster.restart(master.port);
+      await expect
+        .poll(async () => (await runDurableScript(client, APPEND, [key], ["after-restart"]), o.seen.infos), { timeout: 20_000, interval: 100 })
+        .toEqual(["Redis writes reach the required replicas again"]);
     } finally {
       await stream.stop();
       await closeWriter();

@@ -138,7 +138,7 @@ export async function startRedis(opts: { port?: number; args?: string[] } = {}):
 
 export interface RedisClusterNode {
   readonly port: number;
-  /** PID of the server (a test may SIGKILL it to fail the node over). */
+  /** PID of the server (a test may SIGKILL it to fail the node over); the new one after `restart`. */
   readonly pid: number;
   /** The cluster's node id (`CLUSTER MYID`). */
   readonly id: string;
@@ -155,6 +155,11 @@ export interface RedisClusterServers {
   readonly masters: RedisClusterNode[];
   /** The nodes started as replicas: `replicas[i * r + j]` replicates `masters[i]` (r replicas per master). */
   readonly replicas: RedisClusterNode[];
+  /**
+   * Starts the node on `port` again (stopping it first if it runs) with its cluster config: a master that was failed
+   * over comes back as a replica of the node that took its slots.
+   */
+  restart(port: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -186,7 +191,7 @@ export async function startRedisCluster(size = 3, options: RedisClusterOptions =
     if (!ports.includes(p) && p < 55535) ports.push(p); // the cluster bus uses port + 10000
   }
   const dir = mkdtempSync(join(tmpdir(), "gov-cluster-"));
-  const children = ports.map((port) =>
+  const spawnNode = (port: number) =>
     spawnRedis(
       port,
       [
@@ -197,8 +202,8 @@ export async function startRedisCluster(size = 3, options: RedisClusterOptions =
         "--cluster-replica-validity-factor", "0",
       ],
       dir,
-    ),
-  );
+    );
+  const children = ports.map(spawnNode);
   const stop = async () => {
     await Promise.all(children.map((c, i) => killByPid(c, ports[i])));
     rmSync(dir, { recursive: true, force: true });
@@ -243,13 +248,29 @@ export async function startRedisCluster(size = 3, options: RedisClusterOptions =
     await stop();
     throw err;
   }
-  const nodes = ports.map((port, i) => ({ port, pid: children[i].pid!, id: ids[i] }));
+  const nodes = ports.map((port, i) => ({
+    port,
+    get pid() {
+      return children[i].pid!;
+    },
+    id: ids[i],
+  }));
+  const restart = async (port: number) => {
+    const i = ports.indexOf(port);
+    if (i < 0) throw new Error(`no node of this cluster listens on ${port}`);
+    await killByPid(children[i], port); // nothing to do when a test killed it already
+    children[i] = spawnNode(port);
+    await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+  };
   return {
     ports,
     url: `redis-cluster://${ports.map((p) => `127.0.0.1:${p}`).join(",")}`,
-    pids: children.map((c) => c.pid!).filter(Boolean),
+    get pids() {
+      return children.map((c) => c.pid!).filter(Boolean);
+    },
     masters: nodes.slice(0, size),
     replicas: nodes.slice(size),
+    restart,
     stop,
   };
 }
