@@ -102,6 +102,7 @@ const MAX_BATCH = 256;
  *   the write sent again to the slot's new owner (at most 3 times).
  */
 export function writeDurably<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown): Promise<T> {
+  // `write` adds exactly one command to `batch` (a script, or one command such as SADD): replies are matched by position.
   const durability = durabilities.get(client);
   if (!durability) {
     // Nothing to wait for: a one-command pipeline (ioredis follows its redirections itself).
@@ -170,12 +171,21 @@ async function send(d: Durability, batch: Pending[]): Promise<void> {
   const pipeline = d.writer.pipeline();
   const sent: Pending[] = [];
   for (const p of batch) {
+    const before = pipeline.length;
     try {
       p.write(pipeline);
-      sent.push(p);
     } catch (err) {
       p.reject(err);
+      continue;
     }
+    // Replies are matched to writes by position: one command each (a script, or one command; no MULTI).
+    if (pipeline.length !== before + 1) {
+      // A programming error; the pipeline is unusable now, so none of the batch is sent.
+      const err = new Error(`a durable write must add exactly one command to the pipeline (it added ${pipeline.length - before})`);
+      for (const q of batch) q.reject(err);
+      return;
+    }
+    sent.push(p);
   }
   if (sent.length === 0) return;
   pipeline.wait(d.policy.minReplicas, d.policy.timeoutMs);

@@ -61,6 +61,9 @@ describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's 
       // writeDurably takes any write, not only scripts
       expect(await writeDurably(client, "{d}plain", (b) => b.set("{d}plain", "v"))).toBe("OK");
       expect(await replicaClient.get("{d}plain")).toBe("v");
+      // Replies are matched to writes by position: a write of two commands is refused, and nothing of it is sent.
+      await expect(writeDurably(client, "{d}two", (b) => b.set("{d}two", "1").set("{d}two", "2"))).rejects.toThrow(/exactly one command/);
+      expect(await client.exists("{d}two")).toBe(0);
     } finally {
       await closeWriter();
       await quitQuietly(client);
