@@ -50,6 +50,7 @@ const durabilities = new WeakMap<object, Durability>();
  * Returns what closes that connection; `quitQuietly(client)` closes it too.
  */
 export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy, readyTimeoutMs = 10_000): Promise<() => Promise<void>> {
+  await closeDurableWriter(client); // a second policy replaces the first (and its connection)
   if (policy.minReplicas <= 0) return async () => {};
   if (!(policy.timeoutMs > 0)) throw new Error("a replica acknowledgement timeout must be > 0 ms (WAIT 0 blocks forever)");
   const writer = (client as Cluster).duplicate() as RedisClient;
