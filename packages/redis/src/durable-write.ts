@@ -46,14 +46,14 @@ const durabilities = new WeakMap<object, Durability>();
 /**
  * Makes every durable write through `client` ({@link writeDurably}, {@link runDurableScript}) wait for
  * `policy.minReplicas` replicas. Called once by the process that owns the client (the process runner, from
- * `gov.redis.min-replicas` and `gov.redis.replica-ack-timeout`); resolves once the writers' connection is ready.
+ * `gov.redis.min-replicas` and `gov.redis.replica-ack-timeout`); resolves once the writer's connection is ready.
  * Returns what closes that connection; `quitQuietly(client)` closes it too.
  */
 export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy, readyTimeoutMs = 10_000): Promise<() => Promise<void>> {
   await closeDurableWriter(client); // a second policy replaces the first (and its connection)
   if (policy.minReplicas <= 0) return async () => {};
   if (!(policy.timeoutMs > 0)) throw new Error("a replica acknowledgement timeout must be > 0 ms (WAIT 0 blocks forever)");
-  const writer = (client as Cluster).duplicate() as RedisClient;
+  const writer: RedisClient = client instanceof Cluster ? client.duplicate() : client.duplicate();
   writer.on("error", () => {}); // failures reach the writes; see createRedis
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the durable writes' Redis connection was not ready within ${readyTimeoutMs} ms`)), readyTimeoutMs);
