@@ -1,5 +1,5 @@
 import { Cluster } from "ioredis";
-import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SystemNamespaceError, type NamespaceIndex } from "./namespace-index.js";
 
 export interface RedisNamespaceIndexOptions {
@@ -93,7 +93,8 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     async add(ns) {
       if (known.has(ns)) return;
       const seen = removals;
-      await call(() => client.sadd(keys.index, ns));
+      // Durable (gov.redis.min-replicas): a namespace created with a config must survive a failover as the config does.
+      await call(() => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
       remember(ns, seen);
     },
     async has(ns) {
@@ -113,7 +114,7 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     async remove(ns) {
       if (ns === system) throw new SystemNamespaceError(system);
       forget(ns);
-      return (await call(() => runScript(client, REMOVE, [keys.index, keys.current], [ns, system, keys.channel]))) === 1;
+      return (await call(() => runDurableScript(client, REMOVE, [keys.index, keys.current], [ns, system, keys.channel]))) === 1;
     },
     async current() {
       return (await call(() => client.get(keys.current))) ?? system;

@@ -3,6 +3,7 @@ export { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.
 export { describeWriteFailure, writeMaySend, type FailedWrite } from "./write-outcome.js";
 export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type RedisCall } from "./outage.js";
 export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type PatternSubscription } from "./subscriber-hub.js";
-export { defineScript, prepareScripts, runScript, type LuaScript } from "./scripts.js";
+export { defineScript, prepareScripts, runScript, callScript, type LuaScript } from "./scripts.js";
 export { followChanges, type ChangeFeed, type ChangeFeedOptions } from "./change-feed.js";
 export { createReadGuard, type ReadGuard } from "./read-guard.js";
+export { durableWriterOf, requireReplicas, writeDurably, runDurableScript, type ReplicaPolicy } from "./durable-write.js";

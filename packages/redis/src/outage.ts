@@ -1,10 +1,11 @@
 import { Cluster } from "ioredis";
 import type { RedisClient } from "./connect.js";
+import { closeDurableWriter } from "./durable-write.js";
 import { StoreUnavailableError } from "./store-errors.js";
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 const CONNECTION_MESSAGES =
-  /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+  /Connection is closed|Command aborted due to connection close|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|max retries per request|Command timed out|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b/i;
 
 /** Errors that mean "Redis cannot be reached right now"; script and logic errors are not among them. */
 export function isConnectionError(err: unknown): boolean {
@@ -73,9 +74,10 @@ export async function redisDownReason(client: RedisClient, timeoutMs = 1000): Pr
 
 /**
  * Closes a client without hanging on a dead server or throwing: QUIT when connected (bounded to 1 s), then drop the
- * socket, which also stops reconnecting.
+ * socket, which also stops reconnecting. Its durable writes' connection (see requireReplicas) closes first.
  */
 export async function quitQuietly(client: RedisClient): Promise<void> {
+  await closeDurableWriter(client);
   if (client.status === "ready") await Promise.race([client.quit().catch(() => {}), sleep(1000)]);
   client.disconnect();
 }

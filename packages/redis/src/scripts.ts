@@ -27,10 +27,23 @@ type ScriptCommand = (...keysAndArgs: (string | number)[]) => Promise<unknown>;
  * needs no SCRIPT LOAD.
  */
 export function runScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+  try {
+    return callScript(client, script, keys, args) as Promise<unknown>;
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/**
+ * Calls `script` on `target`: the client itself (→ its reply), or a pipeline of it (→ the pipeline; the reply comes
+ * with `exec`). Register the script on the client ({@link prepareScripts}) before creating the pipeline: a pipeline
+ * knows the scripts its client had when it was made.
+ */
+export function callScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], target: object = client): unknown {
   const variable = script.numberOfKeys < 0;
-  if (!variable && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  if (!variable && keys.length !== script.numberOfKeys) throw new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`);
   const run = define(client, script);
-  return variable ? run.call(client, keys.length, ...keys, ...args) : run.call(client, ...keys, ...args);
+  return variable ? run.call(target, keys.length, ...keys, ...args) : run.call(target, ...keys, ...args);
 }
 
 /** The script's command on `client`, registered on first use. */

@@ -1,4 +1,5 @@
 import type { RedisClient } from "./connect.js";
+import { durableWriterOf } from "./durable-write.js";
 import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 
 /**
@@ -10,7 +11,7 @@ import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.
  */
 
 /** Failures that prove the command was not executed: it was never written to a socket, or the server refused it. */
-const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b/i;
 const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
 
 function provesNotSent(err: unknown): boolean {
@@ -23,9 +24,15 @@ function provesNotSent(err: unknown): boolean {
 
 /**
  * Whether a write issued now may be sent: the client is connected, or it has an offline queue (which sends a queued
- * write once it reconnects, even after the caller gave up on it). Read it before issuing the write.
+ * write once it reconnects, even after the caller gave up on it) — or the same holds for the connection that carries
+ * its durable writes (see requireReplicas). Read it before issuing the write.
  */
-export const writeMaySend = (client: RedisClient): boolean => client.status === "ready" || client.options.enableOfflineQueue === true;
+export function writeMaySend(client: RedisClient): boolean {
+  const writer = durableWriterOf(client);
+  return maySendOn(client) || (writer !== undefined && maySendOn(writer));
+}
+
+const maySendOn = (client: RedisClient) => client.status === "ready" || client.options.enableOfflineQueue === true;
 
 export interface FailedWrite {
   /** The write, for the message: e.g. `the write of config "app.yaml" in namespace "{dev}"`. */

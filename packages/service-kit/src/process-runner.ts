@@ -3,8 +3,9 @@ import type { Http2Server, Http2Session } from "node:http2";
 import type { Server as NetServer } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
-import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
+import { Counter } from "prom-client";
 import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
@@ -139,7 +140,10 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const sources = options.sources ?? readSettingsSources();
   const logger = options.logger ?? createLogger(options.name);
   const settings = loadSettings(processSettings, sources);
-  const { redisUrl } = loadSettings({ redisUrl: sharedSettings.redisUrl }, sources);
+  const { redisUrl, minReplicas, replicaAckTimeout } = loadSettings(
+    { redisUrl: sharedSettings.redisUrl, minReplicas: sharedSettings.minReplicas, replicaAckTimeout: sharedSettings.replicaAckTimeout },
+    sources,
+  );
 
   // Every setting is read (and a bad one stops startup) before anything is opened.
   const planned = options.modules.map((module) => {
@@ -203,6 +207,15 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     if ((localPlans.length || idsOn) && redisUrl) {
       const client = await connectRedis(redisUrl);
       redis = client;
+      if (minReplicas > 0) {
+        const underReplicated = new Counter({
+          name: "gov_redis_under_replicated_writes_total",
+          help: `Redis writes acknowledged by fewer than gov.redis.min-replicas replicas within gov.redis.replica-ack-timeout (applied on the master only)`,
+          registers: [metrics.registry],
+        });
+        const closeWriter = await requireReplicas(client, { minReplicas, timeoutMs: replicaAckTimeout, logger, underReplicated });
+        closers.push(closeWriter); // runs before the client's quit (closers run in reverse)
+      }
       closers.push(() => quitQuietly(client));
       if (localPlans.length) {
         const hub = createSubscriberHub(client);

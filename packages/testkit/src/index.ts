@@ -1,2 +1,3 @@
-export { redisServerPath, startRedis, startRedisCluster, freePort, type RedisServer, type RedisClusterServers } from "./redis-servers.js";
+export { redisServerPath, startRedis, startRedisCluster, masterPortForKey, freePort, type RedisServer, type RedisClusterServers, type RedisClusterNode, type RedisClusterOptions } from "./redis-servers.js";
 export { redisTargets, type RedisTargetName } from "./targets.js";
+export { writeStream, type WriteStream, type AckedWrite } from "./write-stream.js";

@@ -136,36 +136,83 @@ export async function startRedis(opts: { port?: number; args?: string[] } = {}):
   };
 }
 
+export interface RedisClusterNode {
+  readonly port: number;
+  /** PID of the server (a test may SIGKILL it to fail the node over); the new one after `restart`. */
+  readonly pid: number;
+  /** The cluster's node id (`CLUSTER MYID`). */
+  readonly id: string;
+}
+
 export interface RedisClusterServers {
+  /** Every node's port, masters first. */
   readonly ports: number[];
-  /** `redis-cluster://127.0.0.1:a,127.0.0.1:b,127.0.0.1:c` */
+  /** `redis-cluster://127.0.0.1:a,127.0.0.1:b,…`: every node (seeds only: the client finds the roles itself). */
   readonly url: string;
+  /** Every node's PID, in the order of `ports`. */
   readonly pids: number[];
+  /** The nodes started as masters, each with a share of the slots. */
+  readonly masters: RedisClusterNode[];
+  /** The nodes started as replicas: `replicas[i * r + j]` replicates `masters[i]` (r replicas per master). */
+  readonly replicas: RedisClusterNode[];
+  /**
+   * Starts the node on `port` again (stopping it first if it runs) with its cluster config: a master that was failed
+   * over comes back as a replica of the node that took its slots.
+   */
+  restart(port: number): Promise<void>;
   stop(): Promise<void>;
 }
 
-/** Starts a 3-master Redis Cluster (no replicas) on free loopback ports and waits for `cluster_state:ok`. */
-export async function startRedisCluster(size = 3): Promise<RedisClusterServers> {
+export interface RedisClusterOptions {
+  /** Replicas per master (default 0). The cluster is ready once every replica's link to its master is up. */
+  replicas?: number;
+  /**
+   * `cluster-node-timeout` in ms: how long a silent node takes to be declared failed (and, with replicas, failed over).
+   * Default 5000 without replicas, 2000 with (a failover then takes ~3-5 s; shorter risks spurious failovers on a
+   * busy machine).
+   */
+  nodeTimeoutMs?: number;
+}
+
+/** A bulk reply's body (`$len\r\nbody\r\n` → body). */
+const bulkBody = (reply: string) => reply.replace(/^\$\d+\r\n/, "").replace(/\r\n$/, "");
+
+/**
+ * Starts a Redis Cluster of `size` masters on free loopback ports, with `options.replicas` replicas per master, and
+ * waits for `cluster_state:ok` on every node (and, with replicas, `master_link_status:up` on each replica).
+ */
+export async function startRedisCluster(size = 3, options: RedisClusterOptions = {}): Promise<RedisClusterServers> {
+  const perMaster = options.replicas ?? 0;
+  const total = size * (1 + perMaster);
+  const nodeTimeout = options.nodeTimeoutMs ?? (perMaster > 0 ? 2000 : 5000);
   const ports: number[] = [];
-  while (ports.length < size) {
+  while (ports.length < total) {
     const p = await freePort();
     if (!ports.includes(p) && p < 55535) ports.push(p); // the cluster bus uses port + 10000
   }
   const dir = mkdtempSync(join(tmpdir(), "gov-cluster-"));
-  const children = ports.map((port) =>
+  const spawnNode = (port: number) =>
     spawnRedis(
       port,
-      ["--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${port}.conf`), "--cluster-node-timeout", "5000"],
+      [
+        "--cluster-enabled", "yes",
+        "--cluster-config-file", join(dir, `nodes-${port}.conf`),
+        "--cluster-node-timeout", String(nodeTimeout),
+        // A replica may always take over, however long its master was silent before it died.
+        "--cluster-replica-validity-factor", "0",
+      ],
       dir,
-    ),
-  );
+    );
+  const children = ports.map(spawnNode);
   const stop = async () => {
     await Promise.all(children.map((c, i) => killByPid(c, ports[i])));
     rmSync(dir, { recursive: true, force: true });
   };
+  const ids: string[] = [];
   try {
     for (const port of ports) {
       await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+      ids.push(bulkBody(await rawCommand(port, "CLUSTER MYID")));
     }
     // Assign slot ranges and introduce the nodes ourselves: quicker than `redis-cli --cluster create`.
     const per = Math.floor(16384 / size);
@@ -175,12 +222,24 @@ export async function startRedisCluster(size = 3): Promise<RedisClusterServers> 
       await rawCommand(ports[i], `CLUSTER ADDSLOTSRANGE ${from} ${to}`);
     }
     for (const port of ports.slice(1)) await rawCommand(ports[0], `CLUSTER MEET 127.0.0.1 ${port}`);
+    // A replica can only follow a master it knows: wait until each node knows them all, then attach the replicas.
+    for (const port of ports) {
+      await waitFor(`node ${port} to know the cluster`, async () => (await rawCommand(port, "CLUSTER INFO")).includes(`cluster_known_nodes:${total}`), 30_000);
+    }
+    for (let r = 0; r < size * perMaster; r++) {
+      const port = ports[size + r];
+      const masterId = ids[Math.floor(r / perMaster)];
+      await waitFor(`node ${port} to replicate ${masterId}`, async () => (await rawCommand(port, `CLUSTER REPLICATE ${masterId}`)).startsWith("+OK"));
+    }
+    for (const port of ports.slice(size)) {
+      await waitFor(`replica ${port} linked to its master`, async () => bulkBody(await rawCommand(port, "INFO replication", 1000)).includes("master_link_status:up"), 30_000);
+    }
     for (const port of ports) {
       await waitFor(
         `cluster_state:ok on ${port}`,
         async () => {
           const info = await rawCommand(port, "CLUSTER INFO");
-          return info.includes("cluster_state:ok") && info.includes(`cluster_known_nodes:${size}`) && info.includes("cluster_slots_ok:16384");
+          return info.includes("cluster_state:ok") && info.includes(`cluster_known_nodes:${total}`) && info.includes("cluster_slots_ok:16384");
         },
         30_000,
       );
@@ -189,10 +248,49 @@ export async function startRedisCluster(size = 3): Promise<RedisClusterServers> 
     await stop();
     throw err;
   }
+  const nodes = ports.map((port, i) => ({
+    port,
+    get pid() {
+      return children[i].pid!;
+    },
+    id: ids[i],
+  }));
+  const restart = async (port: number) => {
+    const i = ports.indexOf(port);
+    if (i < 0) throw new Error(`no node of this cluster listens on ${port}`);
+    await killByPid(children[i], port); // nothing to do when a test killed it already
+    children[i] = spawnNode(port);
+    await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+  };
   return {
     ports,
     url: `redis-cluster://${ports.map((p) => `127.0.0.1:${p}`).join(",")}`,
-    pids: children.map((c) => c.pid!).filter(Boolean),
+    get pids() {
+      return children.map((c) => c.pid!).filter(Boolean);
+    },
+    masters: nodes.slice(0, size),
+    replicas: nodes.slice(size),
+    restart,
     stop,
   };
+}
+
+/**
+ * The port of the node currently serving `key` as master, asked of the node on `askPort` (`CLUSTER KEYSLOT`, then
+ * `CLUSTER NODES`); undefined while no live master serves its slot (during a failover).
+ */
+export async function masterPortForKey(askPort: number, key: string): Promise<number | undefined> {
+  const slot = Number(/^:(\d+)/.exec(await rawCommand(askPort, `CLUSTER KEYSLOT ${key}`))?.[1]);
+  const nodes = bulkBody(await rawCommand(askPort, "CLUSTER NODES", 1000));
+  for (const line of nodes.split("\n")) {
+    const [, address, flags, , , , , state, ...ranges] = line.trim().split(" ");
+    if (!address || !flags.split(",").includes("master") || /fail|handshake|noaddr/.test(flags) || state !== "connected") continue;
+    const served = ranges.some((r) => {
+      if (r.startsWith("[")) return false; // a slot being migrated
+      const [from, to = from] = r.split("-").map(Number);
+      return slot >= from && slot <= to;
+    });
+    if (served) return Number(address.split("@")[0].split(":")[1]);
+  }
+  return undefined;
 }

@@ -3,7 +3,7 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import type { DescService } from "@bufbuild/protobuf";
 import { createConfigModule, createMemoryConfigStore, createRedisConfigStore } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
-import { connectRedis } from "@gov/redis";
+import { connectRedis, requireReplicas } from "@gov/redis";
 import { createMemoryRegistryStore, createRedisRegistryStore, createRegistryModule } from "@gov/registry-service";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
@@ -29,8 +29,12 @@ export function securityTargets() {
   ];
 }
 
-export async function openSecurityStoreOn(url: string | undefined, namespace: string, kind = "redis"): Promise<SecurityStore> {
-  return url ? createRedisSecurityStore(await connectRedis(url), { namespace, kind: kind as "redis" }) : createMemorySecurityStore();
+/** `waitForReplica`: writes take the durable path of gov.redis.min-replicas=1 (WAIT 1 1ms: answers 0 without replicas). */
+export async function openSecurityStoreOn(url: string | undefined, namespace: string, kind = "redis", waitForReplica = false): Promise<SecurityStore> {
+  if (!url) return createMemorySecurityStore();
+  const client = await connectRedis(url);
+  if (waitForReplica) await requireReplicas(client, { minReplicas: 1, timeoutMs: 1 });
+  return createRedisSecurityStore(client, { namespace, kind: kind as "redis" });
 }
 
 export interface SecureProcess {

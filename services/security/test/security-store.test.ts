@@ -8,15 +8,18 @@ const ALL = Number.MAX_SAFE_INTEGER;
 const audit = (i: number) => ({ id: `id${i}`, operator: "op", ip: "1.2.3.4", resource: `/v1/x/${i}`, action: "PUT", status: 200, msg: "", opTime: 1_700_000_000_000 + i });
 
 /** One contract for the embedded store, Redis and Redis Cluster: the same answers and the same change events. */
-for (const target of securityTargets()) {
-  describe.skipIf(target.skip)(`security store contract: ${target.name}`, () => {
+// The Cluster once more with gov.redis.min-replicas=1: every write through the durable path (see harness.ts).
+const targets = [...securityTargets(), ...securityTargets().filter((t) => t.name === "redis-cluster").map((t) => ({ ...t, waitForReplica: true }))];
+for (const target of targets) {
+  const waits = "waitForReplica" in target;
+  describe.skipIf(target.skip)(`security store contract: ${target.name}${waits ? ", writes waiting for a replica" : ""}`, () => {
     let store: SecurityStore;
     /** A second handle on the same data (another replica); the embedded store has only one. */
     let replica: SecurityStore;
     beforeAll(async () => {
       const namespace = systemNs();
-      store = await openSecurityStoreOn(target.url, namespace, target.name);
-      replica = target.url ? await openSecurityStoreOn(target.url, namespace, target.name) : store;
+      store = await openSecurityStoreOn(target.url, namespace, target.name, waits);
+      replica = target.url ? await openSecurityStoreOn(target.url, namespace, target.name, waits) : store;
     });
     afterAll(async () => {
       if (replica !== store) await replica?.close();

@@ -1,4 +1,4 @@
-import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runDurableScript, type RedisClient } from "@gov/redis";
 import type { ConfigChange, ConfigOp } from "./config-store.js";
 
 /**
@@ -194,18 +194,21 @@ const SET = defineScript("gov-config-set", KEY_COUNT, SET_LUA);
 const REMOVE = defineScript("gov-config-remove", KEY_COUNT, REMOVE_LUA);
 const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 
-/** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
+/**
+ * The scripts, run on `client` the one way every store runs its writes (`@gov/redis` runDurableScript: each waits for
+ * the replicas `gov.redis.min-replicas` asks for).
+ */
 export function configScripts(client: RedisClient) {
   // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
   prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
     set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,
+      runDurableScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,
     remove: (...a: [...Keys, configId: string, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
+      runDurableScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
     rollback: (...a: [...Keys, configId: string, target: number, now: number, maxVersions: number, channel: string]) =>
-      runScript(client, ROLLBACK, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number] | null>,
+      runDurableScript(client, ROLLBACK, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number] | null>,
     deleteNamespace: (keys: string[], channel: string, idxIds: string[], removedIds: string[]) =>
-      runScript(client, DELETE_NAMESPACE, keys, [channel, idxIds.length, removedIds.length, ...idxIds, ...removedIds]) as Promise<number>,
+      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, idxIds.length, removedIds.length, ...idxIds, ...removedIds]) as Promise<number>,
   };
 }

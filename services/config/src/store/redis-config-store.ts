@@ -38,8 +38,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
    * A failed write says whether it may have been applied (see redis-write-outcome.ts).
    */
   const write = async <T>(namespace: string, configId: string, op: ConfigOp, run: () => Promise<T>): Promise<T> => {
-    // A client with an offline queue sends a queued write once it reconnects, even after the caller gave up on it.
-    const maySend = client.status === "ready" || client.options.enableOfflineQueue === true;
+    const maySend = writeMaySend(client); // also through its durable writes' connection (gov.redis.min-replicas)
     try {
       return await call(run);
     } catch (err) {

@@ -1,4 +1,4 @@
-import { defineScript, prepareScripts, runScript, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, runDurableScript, runScript, type RedisClient } from "@gov/redis";
 import type { RegistryChange, RegistryOp } from "./registry-store.js";
 
 /**
@@ -202,25 +202,32 @@ export function namespaceKeys(namespace: string, serviceIds: string[]): string[]
   return [idx, stat, ...serviceIds.flatMap((id) => serviceKeys(namespace, id).slice(1, 4))];
 }
 
-/** The scripts, run on `client` the one way every store runs scripts (`@gov/redis` runScript). */
+/**
+ * The scripts, run on `client` the one way every store runs its writes (`@gov/redis` runDurableScript: each waits for
+ * the replicas `gov.redis.min-replicas` asks for) — except renew and sweep. A renewal lost at a failover only leaves the
+ * previous deadline in place, which the instance's next renewal (well within its TTL) moves again; a lost sweep is
+ * redone by the next one. Renewals are the hottest write (every instance, every few seconds): waiting for a replica
+ * on each would cost a round trip for nothing an instance can see.
+ */
 export function registryScripts(client: RedisClient) {
   // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
   prepareScripts(client, REGISTER, DEREGISTER, RENEW, SET_METADATA, DELETE_SERVICE, PUT_SERVICE, SWEEP, DELETE_NAMESPACE);
-  const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
+  const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runDurableScript(client, script, keys, args);
+  const runVolatile = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);
   return {
     register: (keys: Keys, serviceId: string, instanceId: string, record: string, metadata: string, ttlAt: number | undefined, now: number, channel: string) =>
       run(REGISTER, keys, [serviceId, instanceId, record, metadata, ttlAt === undefined ? "" : ttlAt, now, channel]),
     deregister: (keys: Keys, serviceId: string, instanceId: string, now: number, channel: string) =>
       run(DEREGISTER, keys, [serviceId, instanceId, now, channel]) as Promise<number>,
     renew: (keys: Keys, serviceId: string, instanceId: string, now: number, channel: string) =>
-      run(RENEW, keys, [serviceId, instanceId, now, channel]) as Promise<number | null>,
+      runVolatile(RENEW, keys, [serviceId, instanceId, now, channel]) as Promise<number | null>,
     setMetadata: (keys: Keys, serviceId: string, instanceId: string, metadata: string, now: number, channel: string) =>
       run(SET_METADATA, keys, [serviceId, instanceId, metadata, now, channel]) as Promise<number>,
     deleteService: (keys: Keys, serviceId: string, now: number, channel: string) =>
       run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
     putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
-    sweep: (keys: Keys, serviceId: string, now: number, channel: string) => run(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
+    sweep: (keys: Keys, serviceId: string, now: number, channel: string) => runVolatile(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
     deleteNamespace: (keys: string[], channel: string, serviceIds: string[]) =>
-      runScript(client, DELETE_NAMESPACE, keys, [channel, ...serviceIds]) as Promise<[number, number]>,
+      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, ...serviceIds]) as Promise<[number, number]>,
   };
 }

@@ -1,4 +1,4 @@
-import { followChanges, quitQuietly, redisCaller, runScript, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { followChanges, quitQuietly, redisCaller, durableWriterOf, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
 
@@ -90,18 +90,18 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async addUser(user) {
       const { username, ...fields } = user;
-      return (await call(() => runScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
+      return (await call(() => runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
     },
     async updateUser(username, patch) {
       const fields = userFields(patch);
       if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
-      return (await call(() => runScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
+      return (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
     },
     async removeUser(username) {
-      return (await call(() => runScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
+      return (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
     },
     async recordFailure(username, maxFailures, lockUntil) {
-      await call(() => runScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
+      await call(() => runDurableScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
     },
     async getRole(name) {
       const json = await call(() => client.hget(keys.roles, name));
@@ -112,22 +112,24 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return Object.entries(all).map(([name, json]) => toRole(name, json));
     },
     async putRole(role) {
-      await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
+      await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
     },
     async removeRole(name) {
-      return (await call(() => runScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
+      return (await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
     },
     async openAudit(entries) {
       if (entries.length === 0) return;
-      await call(() => client.hset(keys.auditOpen, ...entries.flatMap((e) => [e.id, JSON.stringify(e)])));
+      const fields = entries.flatMap((e) => [e.id, JSON.stringify(e)]);
+      // durable per the client's replica policy; without one the plain command (auto-pipelined, no pipeline of its own)
+      await call(() => (durableWriterOf(client) ? writeDurably(client, keys.auditOpen, (batch) => batch.hset(keys.auditOpen, ...fields)) : client.hset(keys.auditOpen, ...fields)));
     },
     async appendAudit(entries, maxEntries) {
       if (entries.length === 0) return;
       const args = [maxEntries, entries.length, ...entries.map((e) => e.id), ...entries.map((e) => JSON.stringify(e))];
-      await call(() => runScript(client, APPEND_AUDIT, [keys.audit, keys.auditOpen], args));
+      await call(() => runDurableScript(client, APPEND_AUDIT, [keys.audit, keys.auditOpen], args));
     },
     async sweepAudit(before, maxEntries) {
-      return Number(await call(() => runScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));
+      return Number(await call(() => runDurableScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));
     },
     async readAudit(openBefore) {
       // The open entries first (an entry that gets its outcome meanwhile is then also in the log: the log's wins), then
@@ -154,7 +156,7 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return { entries: [...fromOpen, ...parseAudit(logged)], total: Number(total) };
     },
     async jwtKey(candidate) {
-      return String(await call(() => runScript(client, JWT_KEY, [keys.jwtKey], [candidate])));
+      return String(await call(() => runDurableScript(client, JWT_KEY, [keys.jwtKey], [candidate])));
     },
     onChange(listener) {
       listeners.add(listener);
