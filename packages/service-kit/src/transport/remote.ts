@@ -1,5 +1,6 @@
 import type { Interceptor, Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import { connectUnaryClient } from "./connect-unary-client.js";
 
 export interface RemoteTransportOptions {
   /**
@@ -21,8 +22,8 @@ export interface RemoteTransportOptions {
 const DEFAULT_TIMEOUT_MS = 10_000;
 
 /**
- * A remote service over the binary Connect protocol. Unary and server-streaming calls use pooled HTTP/1.1
- * connections to `baseUrl` (faster than HTTP/2 in Node for small calls); client and bidi streams use HTTP/2 when
+ * A remote service over the binary Connect protocol. Unary calls (through {@link connectUnaryClient}) and
+ * server-streaming calls use pooled HTTP/1.1 connections to `baseUrl` (faster than HTTP/2 in Node for small calls); client and bidi streams use HTTP/2 when
  * `http2BaseUrl` is given. Unary calls get a default deadline.
  */
 export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = {}): Transport {
@@ -31,9 +32,10 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
     ? createConnectTransport({ baseUrl: opts.http2BaseUrl, httpVersion: "2", useBinaryFormat: true, interceptors: opts.interceptors })
     : h1;
   const defaultTimeoutMs = (opts.defaultTimeoutMs ?? DEFAULT_TIMEOUT_MS) || undefined;
+  const unary = connectUnaryClient(baseUrl, opts.interceptors); // the lean path for the hot case, see its comment
   return {
     unary: (method, signal, timeoutMs, header, input, contextValues) =>
-      h1.unary(method, signal, timeoutMs ?? defaultTimeoutMs, header, input, contextValues),
+      unary(method, signal, timeoutMs ?? defaultTimeoutMs, header, input, contextValues) as never,
     stream: (method, signal, timeoutMs, header, input, contextValues) =>
       (method.methodKind === "server_streaming" ? h1 : h2).stream(method, signal, timeoutMs, header, input, contextValues),
   };
