@@ -1,11 +1,10 @@
-import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
-import { registerCors, REQUEST_TIMEOUT, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
+import { logListening, quietFastifyLogging, registerCors, REQUEST_TIMEOUT, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -33,16 +32,9 @@ export interface GatewayOptions {
 export async function buildGateway(options: GatewayOptions): Promise<FastifyInstance> {
   const requestTimeoutMs = options.limits.requestTimeoutMs ?? REQUEST_TIMEOUT.ms;
   const errorLimits = { ...options.limits, requestTimeoutMs };
-  // Fastify gets no logger of its own (no loggerInstance): with one, every request also pays for a response-listener
-  // pair and its closure (Fastify's request-completed bookkeeping, whose line is off here), ~1.7 % of a config GET's CPU
-  // under `node --cpu-prof` (README "### Config"). Request-scoped logs (req.log, reply.log: failed answers, Fastify's warnings
-  // about a request) still reach the process logger through childLoggerFactory, and the server's "Server listening
-  // at …" lines are written on listen below. A child logger per request would cost a third of a bare route's
-  // throughput; errors carry req.id themselves.
-  const requestLogger = options.logger.child({}, { serializers: REQUEST_SERIALIZERS }) as FastifyBaseLogger;
   const app = fastify({
-    logController: new LogController({ disableRequestLogging: true }),
-    childLoggerFactory: () => requestLogger,
+    // No logger of Fastify's own, and the process logger for every request: see quietFastifyLogging.
+    ...quietFastifyLogging(options.logger, "shared"),
     bodyLimit: options.limits.maxJsonBody,
     routerOptions: { maxParamLength: 2048 },
     // Watches (SSE, Connect streams) never finish on their own; closing must end them rather than wait forever.
@@ -56,12 +48,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
 
-  app.addHook("onListen", (done) => {
-    for (const a of app.addresses() as (AddressInfo | string)[]) {
-      options.logger.info(`Server listening at ${typeof a === "string" ? a : `http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`}`);
-    }
-    done();
-  });
+  logListening(app, options.logger);
   installErrorHandlers(app, errorLimits); // before the scopes below, which inherit it
   await registerCors(app, options.corsOrigins ?? []); // before the scopes below: preflights and CORS headers on every route
   let document: Record<string, unknown> = {};
@@ -98,12 +85,6 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   }
   return app;
 }
-
-/** What a log line shows of a request or reply passed as `req` / `res` (Fastify's own logger showed the same). */
-const REQUEST_SERIALIZERS = {
-  req: (req: FastifyRequest) => ({ method: req.method, url: req.url, remoteAddress: req.ip }),
-  res: (reply: { statusCode: number }) => ({ statusCode: reply.statusCode }),
-};
 
 const MEDIA_TYPE = /^[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;|$)/;
 
