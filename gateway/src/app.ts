@@ -3,8 +3,8 @@ import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect"
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
-import { registerCors, REQUEST_TIMEOUT, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
+import { logListening, quietFastifyLogging, registerCors, REQUEST_TIMEOUT, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -33,10 +33,8 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   const requestTimeoutMs = options.limits.requestTimeoutMs ?? REQUEST_TIMEOUT.ms;
   const errorLimits = { ...options.limits, requestTimeoutMs };
   const app = fastify({
-    loggerInstance: options.logger as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
-    // A child logger per request costs a third of a bare route's throughput; errors carry req.id themselves.
-    childLoggerFactory: (logger) => logger,
+    // No logger of Fastify's own, and the process logger for every request: see quietFastifyLogging.
+    ...quietFastifyLogging(options.logger, "shared"),
     bodyLimit: options.limits.maxJsonBody,
     routerOptions: { maxParamLength: 2048 },
     // Watches (SSE, Connect streams) never finish on their own; closing must end them rather than wait forever.
@@ -50,6 +48,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
 
+  logListening(app, options.logger);
   installErrorHandlers(app, errorLimits); // before the scopes below, which inherit it
   await registerCors(app, options.corsOrigins ?? []); // before the scopes below: preflights and CORS headers on every route
   let document: Record<string, unknown> = {};

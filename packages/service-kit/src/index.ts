@@ -1,6 +1,7 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
 export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, toConnectError } from "./errors.js";
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
+export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, serveConnect, withGrpcWireFixes, type ConnectRoutesOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
 export { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 export { encodeGrpcMessage } from "./grpc/grpc-message.js";

@@ -184,11 +184,16 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     if (!remote) remoteTransports.set(plan.endpoint.url, (remote = remoteTransport(plan.endpoint.url, { interceptors: [drain.clientInterceptor] })));
     return remote;
   };
-  // Resolved per call, so modules may ask for each other in any order.
-  const lazyTransport = (service: DescService): Transport => ({
-    unary: (...args) => transportFor(service).unary(...args),
-    stream: (...args) => transportFor(service).stream(...args),
-  });
+  // Resolved at the first call, so modules may ask for each other in any order; then kept (the plan never changes once
+  // the process has started), so a REST call does not search the module list every time.
+  const lazyTransport = (service: DescService): Transport => {
+    let resolved: Transport | undefined;
+    const target = () => (resolved ??= transportFor(service)); // a throw (not started yet) leaves it unresolved
+    return {
+      unary: (method, signal, timeoutMs, header, input, contextValues) => target().unary(method, signal, timeoutMs, header, input, contextValues),
+      stream: (method, signal, timeoutMs, header, input, contextValues) => target().stream(method, signal, timeoutMs, header, input, contextValues),
+    };
+  };
   // What modules call each other with: the guard's credentials for calls that carry none (a worker has no caller to
   // act for). Not the gateway's transport: a REST client without a token stays without one.
   let internalHeaders: ((header: HeadersInit | undefined) => Promise<HeadersInit | undefined>) | undefined;

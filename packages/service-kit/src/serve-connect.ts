@@ -1,9 +1,10 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { fastify, type FastifyInstance } from "fastify";
 import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
+import { logListening, quietFastifyLogging } from "./fastify-logging.js";
 import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js";
 import { reflectionRoutes } from "./grpc/reflection.js";
 import { refuseFullDuplexOnHttp1 } from "./grpc/full-duplex.js";
@@ -65,8 +66,7 @@ export function createConnectServer(options: ConnectRoutesOptions): Promise<Fast
 async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promise<FastifyInstance> {
   const app = fastify({
     http2: http2 as false, // one code path for both; fastify's overloads want a literal
-    loggerInstance: options.logger as FastifyBaseLogger,
-    logController: new LogController({ disableRequestLogging: true }),
+    ...quietFastifyLogging(options.logger, "child"),
     // Streams never finish on their own, and Node 20 does not end open h2 sessions on close(): without this,
     // shutdown would wait for clients forever.
     forceCloseConnections: true,
@@ -79,6 +79,7 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler: clientErrorHandler(options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms),
   });
+  logListening(app as unknown as FastifyInstance, options.logger);
   // Health watches end when the listener closes, so probes reconnect elsewhere instead of holding shutdown up.
   const closing = new AbortController();
   app.addHook("preClose", (done) => {

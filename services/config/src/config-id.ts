@@ -31,6 +31,9 @@ export function basicConfigIdProblem(id: string): string | undefined {
   return undefined;
 }
 
+// Module level, not a closure per call: SetConfig checks every id it writes (the PUT hot path).
+const invalid = (id: string, why: string): ConfigIdProblem => ({ hidden: false, message: `config id "${id}" ${why}` });
+
 /** Why an id cannot be written; `hidden`: the import skips (rather than rejects) an entry of that name. */
 export interface ConfigIdProblem {
   hidden: boolean;
@@ -44,12 +47,11 @@ export interface ConfigIdProblem {
 export function writableConfigIdProblem(id: string): ConfigIdProblem | undefined {
   const basic = basicConfigIdProblem(id);
   if (basic) return { hidden: false, message: basic };
-  const invalid = (why: string) => ({ hidden: false, message: `config id "${id}" ${why}` });
   if (LONE_SURROGATE.test(id)) return { hidden: false, message: "config id is not valid Unicode (it holds an unpaired UTF-16 surrogate), so it has no UTF-8 form" };
-  if (id.includes("\\")) return invalid('must not contain "\\": ZIP tools read it as a folder separator, so the id would not come back from an export');
-  if (id.endsWith("/")) return invalid('must not end with "/": in a ZIP archive that names a folder, not a file');
-  if (id.includes("//")) return invalid('must not contain an empty segment ("//"): unpackers collapse it, so the id would not come back from an export');
-  if (/^[A-Za-z]:\//.test(id)) return invalid("must not start with a drive letter and \"/\" (C:/…): in a ZIP archive that is an absolute Windows path");
+  if (id.includes("\\")) return invalid(id, 'must not contain "\\": ZIP tools read it as a folder separator, so the id would not come back from an export');
+  if (id.endsWith("/")) return invalid(id, 'must not end with "/": in a ZIP archive that names a folder, not a file');
+  if (id.includes("//")) return invalid(id, 'must not contain an empty segment ("//"): unpackers collapse it, so the id would not come back from an export');
+  if (/^[A-Za-z]:\//.test(id)) return invalid(id, "must not start with a drive letter and \"/\" (C:/…): in a ZIP archive that is an absolute Windows path");
   if (HIDDEN_SEGMENT.test(id) || MACOS_METADATA.test(id)) {
     return {
       hidden: true,
