@@ -3,6 +3,7 @@ export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, toCo
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, serveConnect, withGrpcWireFixes, type ConnectRoutesOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
+export { serveConnectUnary } from "./connect-unary.js";
 export { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 export { encodeGrpcMessage } from "./grpc/grpc-message.js";
 export type { ServingState } from "./grpc/health.js";
