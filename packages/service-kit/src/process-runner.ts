@@ -176,8 +176,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       if (!local) throw new Error(`${service.typeName} was called before the process finished starting`);
       return local;
     }
-    let remote = remoteTransports.get(plan.endpoint.url);
-    if (!remote) remoteTransports.set(plan.endpoint.url, (remote = remoteTransport(plan.endpoint.url, { interceptors: [drain.clientInterceptor] })));
+    let remote = remoteTransports.get(plan.module.name);
+    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [drain.clientInterceptor] })));
     return remote;
   };
   // Resolved per call, so modules may ask for each other in any order.
