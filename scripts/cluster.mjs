@@ -243,6 +243,8 @@ export async function startCluster(options = {}) {
       const own = ports.processes[p.name];
       const env = {
         ...process.env,
+        // built JS, as users run it: not the TypeScript sources a test runner's `--conditions=@gov/source` would pick
+        NODE_OPTIONS: (process.env.NODE_OPTIONS ?? "").replace(/--conditions[= ]@gov\/source/g, "").trim(),
         NODE_ENV: process.env.NODE_ENV ?? "production",
         REDIS_URL: redisUrl,
         GOV_SUPER_PASSWORD: superPassword,
@@ -263,8 +265,8 @@ export async function startCluster(options = {}) {
         if (!alive(entry.pid)) throw new Error(`${p.name} exited: see ${entry.log}`);
         return readyAt(own.managementPort);
       }, 60_000).catch((err) => {
-        if (!alive(entry.pid)) throw new Error(`${p.name} exited during startup: see ${entry.log}`);
-        throw err;
+        const tail = existsSync(entry.log) ? readFileSync(entry.log, "utf8").trim().split("\n").slice(-3).join("\n") : "";
+        throw new Error(`${alive(entry.pid) ? err.message : `${p.name} exited during startup`}; the end of ${entry.log}:\n${tail}`);
       });
     };
     const byName = (name) => PROCESSES.find((p) => p.name === name);
@@ -297,6 +299,13 @@ export async function startCluster(options = {}) {
         const r = running.find((x) => x.name === name);
         if (r && alive(r.pid) && isOurs(r.pid, r.marker)) throw new Error(`${name} still runs (pid ${r.pid})`);
         if (name.startsWith("redis-")) {
+          // Persistence is off: a master back before its replica took over would come back empty and its replica
+          // would copy the emptiness. So it may return only once no node sees it serving slots any more.
+          const other = ports.redis.find((p) => p !== r.port);
+          await waitFor(`a replica to take over the slots of ${name}`, async () => {
+            const line = (await redisCommand(other, "CLUSTER NODES")).split("\n").find((l) => l.includes(`127.0.0.1:${r.port}@`));
+            return !!line && !(line.includes("master") && /\d+-\d+|\s\d+$/.test(line.split(" ").slice(8).join(" ")));
+          }, 60_000);
           launch(spec, { port: r.port });
           await waitFor(`${name} to answer`, async () => (await redisCommand(r.port, "PING")).startsWith("+PONG"), 10_000);
         } else await startProcess(byName(name));
