@@ -317,6 +317,8 @@ describe.skipIf(skip)("the distributed topology (npm run start:cluster)", () => 
     const others = result.outcomes.filter((o) => o.status >= 300 && o.status < 500);
     report.push(`    other answers than 2xx: ${byOp(others).join(", ") || "none"}; examples: ${[...new Set(others.map((o) => `${o.op} ${o.status} ${o.message}`))].slice(0, 5).join(" | ")}`);
     console.log(`distributed suite (so far):\n${report.join("\n")}`);
+    // not even inside a fault's window is a call a bug: outages are 503, unknown write outcomes 504 (contract §3)
+    expect(serverErrors.filter((o) => o.status === 500).map((o) => `${o.op} at +${o.start - started} ms: ${o.message}`), "500 internal errors").toEqual([]);
     expect(unexcused.map((o) => `${o.op} via gateway ${o.gateway + 1} at +${o.start - started} ms: ${o.status} ${o.message ?? ""}`), "5xx outside the injected faults").toEqual([]);
 
     await verifyAcknowledged(result, N);

@@ -3,8 +3,9 @@ import type { RedisClient } from "./connect.js";
 import { StoreUnavailableError } from "./store-errors.js";
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
+// "Too many Cluster redirections": ioredis gave up following MOVED / CLUSTERDOWN replies while a failover moves slots.
 const CONNECTION_MESSAGES =
-  /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
+  /Connection is closed|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|max retries per request|Command timed out|Too many Cluster redirections|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN)\b/i;
 
 /** Errors that mean "Redis cannot be reached right now"; script and logic errors are not among them. */
 export function isConnectionError(err: unknown): boolean {
