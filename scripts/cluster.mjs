@@ -56,14 +56,18 @@ const portFree = (port) =>
     srv.listen(port, "127.0.0.1", () => srv.close(() => done(true)));
   });
 
-/** A base port (20000–44999) whose whole block is free now: for tests and benchmarks beside other work. */
+/**
+ * A base port whose whole block is free now: for tests and benchmarks beside other work. Below the kernel's ephemeral
+ * range (32768 and up on Linux), Redis cluster bus ports included, so that no outgoing connection can take one of
+ * them between this check and the listen.
+ */
 export async function findFreeBasePort() {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 20_000 + 100 * Math.floor(Math.random() * 250);
+    const base = 10_000 + 100 * Math.floor(Math.random() * 127); // 10000 … 22600; bus ports up to 32605
     const free = await Promise.all(allPorts(base).map(portFree));
     if (free.every(Boolean)) return base;
   }
-  throw new Error("no free block of ports found between 20000 and 45000");
+  throw new Error("no free block of ports found between 10000 and 22700");
 }
 
 /** One inline Redis command, first reply (enough for PING, CLUSTER INFO, INFO replication). */
@@ -272,8 +276,12 @@ export async function startCluster(options = {}) {
     const byName = (name) => PROCESSES.find((p) => p.name === name);
     await startProcess(byName("security"));
     await Promise.all(["config", "registry", "worker-1", "worker-2"].map((n) => startProcess(byName(n))));
-    const workerLogs = ["worker-1", "worker-2"].map((n) => join(dir, "logs", `${n}.log`));
-    await waitFor("a worker to take the stat mutex", () => workerLogs.some((log) => lastLogLine(log, "acquired the stat mutex")), 20_000);
+    // the `stat` mutex is a redlock key in the system namespace's slot: one node answers :1 once a worker holds it
+    const system = options.env?.GOV_NAMESPACE_SYSTEM ?? process.env.GOV_NAMESPACE_SYSTEM ?? "gov-{system}";
+    await waitFor("a worker to take the stat mutex", async () => {
+      const answers = await Promise.all(ports.redis.map((port) => redisCommand(port, `EXISTS ${system}:mutex:stat`).catch(() => "")));
+      return answers.some((a) => a.startsWith(":1"));
+    }, 20_000);
     await startProcess(byName("stats"));
     await Promise.all(["gateway-1", "gateway-2"].map((n) => startProcess(byName(n))));
 
