@@ -10,7 +10,7 @@ import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
 import { corsSettings } from "./cors.js";
-import { errorInterceptor } from "./errors.js";
+import { errorInterceptor, toConnectError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -238,7 +238,16 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       const guard = await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance, ids });
       closers.push(() => guard.close()); // before the modules: it may still write to their stores
       guardAuthorizes = guard.authorizeManagement?.bind(guard);
-      interceptors.splice(interceptors.length - 1, 0, ...guard.interceptors);
+      // The guard's own failures (a user lookup during a Redis failover) are answered like a handler's — 503, not
+      // Connect's bare "internal error" — without logging each outage twice (the inner interceptor logs handlers').
+      const guardFailures: Interceptor = (next) => async (req) => {
+        try {
+          return await next(req);
+        } catch (err) {
+          throw err instanceof ConnectError ? err : toConnectError(err, logger);
+        }
+      };
+      interceptors.splice(interceptors.length - 1, 0, guardFailures, ...guard.interceptors);
       notices.push(...(guard.notices ?? []));
       internalHeaders = guard.internalHeaders;
     }
