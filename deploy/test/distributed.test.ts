@@ -316,7 +316,9 @@ describe.skipIf(skip)("the distributed topology (npm run start:cluster)", () => 
     report.push(`    latency: ${latency.join(", ")}`);
     const others = result.outcomes.filter((o) => o.status >= 300 && o.status < 500);
     report.push(`    other answers than 2xx: ${byOp(others).join(", ") || "none"}; examples: ${[...new Set(others.map((o) => `${o.op} ${o.status} ${o.message}`))].slice(0, 5).join(" | ")}`);
-    console.log(`distributed suite (so far):\n${report.join("\n")}`);
+    // printed before the assertions, so that a failing run still shows what happened
+    console.log(`distributed suite:\n${report.join("\n")}`);
+    const printed = report.length;
     // not even inside a fault's window is a call a bug: outages are 503, unknown write outcomes 504 (contract §3)
     expect(serverErrors.filter((o) => o.status === 500).map((o) => `${o.op} at +${o.start - started} ms: ${o.message}`), "500 internal errors").toEqual([]);
     expect(unexcused.map((o) => `${o.op} via gateway ${o.gateway + 1} at +${o.start - started} ms: ${o.status} ${o.message ?? ""}`), "5xx outside the injected faults").toEqual([]);
@@ -343,7 +345,7 @@ describe.skipIf(skip)("the distributed topology (npm run start:cluster)", () => 
       const late = median(s.slice(-third).map((x) => x.kib));
       if (late > early * 1.5 + 32 * 1024) growth.push(`${s[0].name}: ${mib(early)} → ${mib(late)} MiB`);
     }
-    console.log(`distributed suite:\n${report.join("\n")}`);
+    console.log(report.slice(printed).join("\n"));
     expect(growth, "RSS growing through the run").toEqual([]);
   });
 

@@ -7,19 +7,23 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { buildGateway } from "../src/index.js";
 import { ns, seg, TEST_LIMITS } from "./harness.js";
 
+/** A config service (embedded store) in its own Connect server on free ports. */
+const serveConfigService = (logger: ReturnType<typeof createLogger>) =>
+  serveConnect({
+    routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
+    interceptors: [errorInterceptor(logger)],
+    port: 0,
+    grpcPort: 0,
+    logger,
+  });
+
 /** The split deployment: the config service in its own server, the gateway reaching it over HTTP (GOV_CONFIG_SERVICE_URL). */
 describe("gateway → remote config service over HTTP", () => {
   const logger = createLogger("test", "silent");
   let service: ConnectServer;
   let gateway: FastifyInstance;
   beforeAll(async () => {
-    service = await serveConnect({
-      routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
-      interceptors: [errorInterceptor(logger)],
-      port: 0,
-      grpcPort: 0,
-      logger,
-    });
+    service = await serveConfigService(logger);
     gateway = await buildGateway({
       services: [{ service: ConfigService, transport: remoteTransport(service.url) }],
       logger,
@@ -89,13 +93,7 @@ describe("gateway → a remote service it cannot reach", () => {
   const put = (n: string, data: string) => gateway.inject({ method: "PUT", url: url(n), payload: data, headers: { "content-type": "text/plain" } });
 
   beforeAll(async () => {
-    service = await serveConnect({
-      routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
-      interceptors: [errorInterceptor(logger)],
-      port: 0,
-      grpcPort: 0,
-      logger,
-    });
+    service = await serveConfigService(logger);
     await listenProxy();
     gateway = await buildGateway({
       services: [{ service: ConfigService, transport: remoteTransport(`http://127.0.0.1:${proxyPort}`, { serviceName: "config" }) }],
