@@ -349,6 +349,19 @@ describe.skipIf(skip)("the distributed topology (npm run start:cluster)", () => 
     expect(growth, "RSS growing through the run").toEqual([]);
   });
 
+  it("stop:cluster stops every process gracefully by PID (the job's holder releases the stat mutex)", { timeout: 60_000 }, async ({ onTestFailed }) => {
+    onTestFailed(() => void (failed = true));
+    const running = cluster.processes().filter((p) => !p.name.startsWith("redis-") && isOurs(p.pid, p.marker));
+    expect(running.length).toBeGreaterThanOrEqual(7); // the killed worker stays dead
+    await cluster.stop();
+    for (const p of running) {
+      expect(isOurs(p.pid, p.marker), `${p.name} still runs`).toBe(false);
+      expect(logEntries(p.log).filter((e) => e.pid === p.pid).map((e) => e.msg), `${p.name} did not stop gracefully`).toContain("stopped");
+    }
+    const jobRunners = running.filter((p) => p.kind === "worker" || p.kind === "stats");
+    expect(jobRunners.some((p) => logEntries(p.log).some((e) => e.pid === p.pid && e.msg === "released the stat mutex"))).toBe(true);
+  });
+
   /** Every acknowledged config version, registration and their audit entries, read back after the faults. */
   async function verifyAcknowledged(result: LoadResult, N: string): Promise<void> {
     const lost: string[] = [];
