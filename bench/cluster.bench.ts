@@ -87,8 +87,9 @@ async function measure(cluster: RunningCluster, row: Row, seconds: number): Prom
 
 const loadBefore = loadavg();
 const dir = mkdtempSync(join(tmpdir(), "gov-cluster-bench-"));
-const cluster = await startCluster({ dir, basePort: await findFreeBasePort(), superPassword: PASSWORD, log: () => {}, env: { GOV_LOG_LEVEL: "warn" } });
+let cluster: RunningCluster | undefined;
 try {
+  cluster = await startCluster({ dir, basePort: await findFreeBasePort(), superPassword: PASSWORD, log: () => {}, env: { GOV_LOG_LEVEL: "warn" } });
   const [gw1] = cluster.gateways;
   const login = await fetch(`${gw1}/v1/authenticate/root/login`, { method: "POST", body: JSON.stringify({ password: PASSWORD }) });
   const auth = `Bearer ${((await login.json()) as { accessToken: string }).accessToken}`;
@@ -152,7 +153,7 @@ try {
   console.log("req/s ≈ cores we got / CPU per request, and CPU/req (µs of CPU per request in each part) is the figure to plan with.");
   console.log("A part near 1.00 core is a single-threaded process at its own limit (add processes of that kind).");
 } finally {
-  await cluster.stop();
+  await cluster?.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 process.exit(0);
