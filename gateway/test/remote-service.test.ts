@@ -1,10 +1,21 @@
 import { ConfigService } from "@gov/api";
 import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
 import { createLogger, errorInterceptor, remoteTransport, serveConnect, type ConnectServer } from "@gov/service-kit";
+import { createServer, connect, type Server, type Socket } from "node:net";
 import type { FastifyInstance } from "fastify";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { buildGateway } from "../src/index.js";
 import { ns, seg, TEST_LIMITS } from "./harness.js";
+
+/** A config service (embedded store) in its own Connect server on free ports. */
+const serveConfigService = (logger: ReturnType<typeof createLogger>) =>
+  serveConnect({
+    routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
+    interceptors: [errorInterceptor(logger)],
+    port: 0,
+    grpcPort: 0,
+    logger,
+  });
 
 /** The split deployment: the config service in its own server, the gateway reaching it over HTTP (GOV_CONFIG_SERVICE_URL). */
 describe("gateway → remote config service over HTTP", () => {
@@ -12,13 +23,7 @@ describe("gateway → remote config service over HTTP", () => {
   let service: ConnectServer;
   let gateway: FastifyInstance;
   beforeAll(async () => {
-    service = await serveConnect({
-      routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
-      interceptors: [errorInterceptor(logger)],
-      port: 0,
-      grpcPort: 0,
-      logger,
-    });
+    service = await serveConfigService(logger);
     gateway = await buildGateway({
       services: [{ service: ConfigService, transport: remoteTransport(service.url) }],
       logger,
@@ -41,5 +46,104 @@ describe("gateway → remote config service over HTTP", () => {
     expect([bad.statusCode, bad.json().code]).toEqual([400, "invalid_argument"]);
     const zip = await gateway.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/export` });
     expect([zip.statusCode, zip.headers["content-type"], zip.rawPayload.subarray(0, 2).toString()]).toEqual([200, "application/zip", "PK"]);
+  });
+});
+
+/**
+ * The gateway facing a service that restarts or is down: a TCP proxy in front of a real config service resets the next
+ * N connections it accepts, or stops listening. Reads are retried a bounded number of times; writes never are.
+ */
+describe("gateway → a remote service it cannot reach", () => {
+  const logger = createLogger("test", "silent");
+  let service: ConnectServer;
+  let gateway: FastifyInstance;
+  let proxy: Server;
+  let proxyPort: number;
+  let resets = 0;
+  let accepted = 0;
+  const open = new Set<Socket>();
+  const listenProxy = () =>
+    new Promise<void>((resolve) => {
+      proxy = createServer((client) => {
+        accepted++;
+        if (resets > 0) {
+          resets--;
+          client.resetAndDestroy(); // what a killed or restarting service's socket looks like to the gateway
+          return;
+        }
+        const upstream = connect(Number(new URL(service.url).port), "127.0.0.1");
+        for (const s of [client, upstream]) {
+          open.add(s);
+          s.on("error", () => {}).on("close", () => (open.delete(s), client.destroy(), upstream.destroy()));
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      proxy.listen(proxyPort ?? 0, "127.0.0.1", () => {
+        proxyPort = (proxy.address() as { port: number }).port;
+        resolve();
+      });
+    });
+  /** Drops the pooled connections, so that the next call opens a new one (which the proxy may reset). */
+  const dropPooled = async () => {
+    for (const s of open) s.destroy();
+    await vi.waitFor(() => expect(open.size).toBe(0));
+    await new Promise((r) => setImmediate(r)); // the gateway's agent sees the close
+  };
+  const url = (n: string) => `/v1/namespaces/${seg(n)}/configs/app.yaml`;
+  const put = (n: string, data: string) => gateway.inject({ method: "PUT", url: url(n), payload: data, headers: { "content-type": "text/plain" } });
+
+  beforeAll(async () => {
+    service = await serveConfigService(logger);
+    await listenProxy();
+    gateway = await buildGateway({
+      services: [{ service: ConfigService, transport: remoteTransport(`http://127.0.0.1:${proxyPort}`, { serviceName: "config" }) }],
+      logger,
+      limits: { maxJsonBody: 1 << 20, maxZipBytes: TEST_LIMITS.maxZipBytes },
+    });
+  });
+  afterAll(async () => {
+    for (const s of open) s.destroy();
+    proxy?.close();
+    await gateway?.close();
+    await service?.close();
+  });
+
+  it("retries a read whose connection was reset, at most twice; then 503 naming the service and its URL", async () => {
+    const n = ns("resets");
+    expect((await put(n, "k: 1")).json()).toBe(true);
+    await dropPooled();
+    [resets, accepted] = [2, 0];
+    const read = await gateway.inject({ method: "GET", url: url(n) });
+    expect([read.statusCode, read.json().data, accepted]).toEqual([200, "k: 1", 3]);
+    await dropPooled();
+    [resets, accepted] = [3, 0];
+    const failed = await gateway.inject({ method: "GET", url: url(n) });
+    expect([failed.statusCode, failed.json().code, accepted]).toEqual([503, "unavailable", 3]);
+    expect(failed.json().message).toMatch(new RegExp(`^config service unreachable at http://127\\.0\\.0\\.1:${proxyPort}: .+ \\(3 attempts\\); retry when it is back$`));
+  });
+
+  it("never re-sends a write: a reset after sending is an unknown outcome (504), said so", async () => {
+    const n = ns("write-reset");
+    await dropPooled();
+    [resets, accepted] = [1, 0];
+    const res = await put(n, "k: 2");
+    expect([res.statusCode, res.json().code, accepted]).toEqual([504, "deadline_exceeded", 1]);
+    expect(res.json().message).toMatch(/^the config service at http:\/\/127\.0\.0\.1:\d+ closed the connection before answering \(.+\), so the call may or may not have been applied: read the data back before repeating it$/);
+  });
+
+  it("answers 503 for reads and writes while the service is down, and serves again once it is back", async () => {
+    const n = ns("down");
+    expect((await put(n, "k: 3")).json()).toBe(true);
+    await dropPooled();
+    await new Promise((r) => proxy.close(r));
+    const read = await gateway.inject({ method: "GET", url: url(n) });
+    expect([read.statusCode, read.json().code]).toEqual([503, "unavailable"]);
+    expect(read.json().message).toMatch(new RegExp(`^config service unreachable at http://127\\.0\\.0\\.1:${proxyPort}: connect ECONNREFUSED .+; retry when it is back$`));
+    const write = await put(n, "k: 4");
+    expect([write.statusCode, write.json().code]).toEqual([503, "unavailable"]);
+    expect(write.json().message).toMatch(/ECONNREFUSED .+; nothing was sent; retry when it is back$/);
+    await listenProxy();
+    const back = await gateway.inject({ method: "GET", url: url(n) });
+    expect([back.statusCode, back.json().data]).toEqual([200, "k: 3"]);
   });
 });

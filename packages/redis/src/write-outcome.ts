@@ -11,7 +11,9 @@ import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.
  */
 
 /** Failures that prove the command was not executed: it was never written to a socket, or the server refused it. */
-const NOT_SENT_MESSAGES = /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b/i;
+// A redirection chain whose last answer was a refusal (MOVED, ASK, CLUSTERDOWN, TRYAGAIN): no node executed the command.
+const NOT_SENT_MESSAGES =
+  /Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b|^Too many Cluster redirections\. Last error: ReplyError: (MOVED|ASK|CLUSTERDOWN|TRYAGAIN)\b/i;
 const NOT_SENT_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN"]);
 
 function provesNotSent(err: unknown): boolean {

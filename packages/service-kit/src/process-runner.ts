@@ -11,7 +11,7 @@ import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
 import { corsSettings } from "./cors.js";
-import { errorInterceptor } from "./errors.js";
+import { errorInterceptor, toConnectError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -180,8 +180,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       if (!local) throw new Error(`${service.typeName} was called before the process finished starting`);
       return local;
     }
-    let remote = remoteTransports.get(plan.endpoint.url);
-    if (!remote) remoteTransports.set(plan.endpoint.url, (remote = remoteTransport(plan.endpoint.url, { interceptors: [drain.clientInterceptor] })));
+    let remote = remoteTransports.get(plan.module.name);
+    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [drain.clientInterceptor] })));
     return remote;
   };
   // Resolved at the first call, so modules may ask for each other in any order; then kept (the plan never changes once
@@ -256,7 +256,16 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       const guard = await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance, ids });
       closers.push(() => guard.close()); // before the modules: it may still write to their stores
       guardAuthorizes = guard.authorizeManagement?.bind(guard);
-      interceptors.splice(interceptors.length - 1, 0, ...guard.interceptors);
+      // The guard's own failures (a user lookup during a Redis failover) are answered like a handler's — 503, not
+      // Connect's bare "internal error" — without logging each outage twice (the inner interceptor logs handlers').
+      const guardFailures: Interceptor = (next) => async (req) => {
+        try {
+          return await next(req);
+        } catch (err) {
+          throw err instanceof ConnectError ? err : toConnectError(err, logger);
+        }
+      };
+      interceptors.splice(interceptors.length - 1, 0, guardFailures, ...guard.interceptors);
       notices.push(...(guard.notices ?? []));
       internalHeaders = guard.internalHeaders;
     }

@@ -1,0 +1,45 @@
+// The guard itself meets a store outage (its user cache was dropped by a change-feed interruption, as in a Redis
+// failover, and the user must be read again): the call is answered 503 `unavailable` like a handler's outage, on REST
+// and over Connect — never a bare "internal error" 500.
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { ConfigService } from "@gov/api";
+import { StoreUnavailableError } from "@gov/redis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
+import type { SecurityChange, SecurityStore } from "../src/store/security-store.js";
+import { bearer, ns, ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+
+describe("the guard during a store outage", () => {
+  const state = { down: false };
+  const listeners: ((change: SecurityChange) => void)[] = [];
+  const memory = createMemorySecurityStore();
+  // the memory store, with reads of users failing while `down`, and its change listeners within reach
+  const store: SecurityStore = {
+    ...memory,
+    getUser: (username) => (state.down ? Promise.reject(new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test): retry when it is back")) : memory.getUser(username)),
+    onChange: (listener) => {
+      listeners.push(listener);
+      return memory.onChange(listener);
+    },
+  };
+  let p: SecureProcess;
+  beforeAll(async () => {
+    p = await startSecure({ name: "embedded" }, {}, { securityStore: store });
+  });
+  afterAll(() => p?.close());
+
+  it("answers 503 unavailable when the caller's user cannot be read, and serves again once it can", async () => {
+    const { accessToken } = await p.login("root", ROOT_PASSWORD);
+    const path = `/v1/namespaces/${encodeURIComponent(ns("outage"))}/configs`;
+    expect((await p.rest("GET", path, { token: accessToken })).status).toBe(200);
+    state.down = true;
+    for (const listener of listeners) listener({ kind: "all", trusted: true }); // the change feed was interrupted
+    const rest = await p.rest("GET", path, { token: accessToken });
+    expect([rest.status, rest.body?.code, rest.body?.message]).toEqual([503, "unavailable", "Redis at 127.0.0.1:1 is unavailable (test): retry when it is back"]);
+    const client = createClient(ConfigService, createConnectTransport({ baseUrl: p.url, httpVersion: "1.1", interceptors: [bearer(accessToken)] }));
+    await expect(client.listConfigs({ namespace: ns("outage") })).rejects.toMatchObject({ code: 14 }); // unavailable
+    state.down = false;
+    expect((await p.rest("GET", path, { token: accessToken })).status).toBe(200);
+  });
+});
