@@ -6,7 +6,7 @@ import { createMethodSerializationLookup, getJsonOptions, type MethodSerializati
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { correctedError, type MessageLimit } from "./request-errors.js";
-import { inProcessTransport, type LocalService } from "./transport/in-process.js";
+import { inProcessTransport, responsesOfErrors, type LocalService } from "./transport/in-process.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -49,7 +49,9 @@ export function servicesOf(routes: (router: ConnectRouter) => void): LocalServic
  * path per call here (measured ~550–1,300 µs against ~150–230 µs under the same load), and every call of the split
  * shape (gateway → service) and every outside Connect client pays it. Everything else — GET requests, compressed
  * or chunked bodies, other content types, streams, gRPC, gRPC-Web, and anything malformed enough that the fast path is
- * unsure — is left to the Connect-ES plugin, which stays registered for the same paths.
+ * unsure — is left to the Connect-ES plugin, which stays registered for the same paths. One difference: a call whose
+ * `connect-timeout-ms` passes is answered `deadline_exceeded` then (as the in-process transport does), where Connect-ES
+ * waits for a handler that ignores its signal.
  */
 export function serveConnectUnary(
   scope: FastifyInstance,
@@ -119,7 +121,13 @@ export function serveConnectUnary(
       const error = ConnectError.from(err);
       status = codeToHttpStatus(error.code);
       out = errorToJsonBytes(error, {});
-      header = error.metadata;
+      // as Connect-ES answers: the handler's headers, the error's metadata over them, the handler's trailers muxed in
+      const parts = responsesOfErrors.get(error);
+      if (parts) {
+        const merged = new Headers(parts.header);
+        parts.metadata.forEach((value, name) => merged.set(name, value));
+        header = trailerMux(merged, parts.trailer);
+      } else header = error.metadata;
       binary = false;
     }
     if (reply.raw.destroyed) return;

@@ -146,12 +146,19 @@ async function* normalized(schema: DescMessage, messages: AsyncIterable<unknown>
 }
 
 /**
+ * What a failed handler had set apart, for a server that answers the error itself (connect-unary.ts): its response
+ * headers and trailers, and the error's own metadata before they were folded into it.
+ */
+export const responsesOfErrors = new WeakMap<ConnectError, { header: Headers; trailer: Headers; metadata: Headers }>();
+
+/**
  * Over the wire, the response headers and trailers a handler set before failing arrive in the error's metadata
  * (e.g. a `www-authenticate` next to `unauthenticated`); the same here. Other errors pass untouched, for the error
  * interceptor to map (converting them here would turn a hidden `internal` into a leaked `unknown`).
  */
 function withResponseMetadata(err: unknown, ctx: InProcessContext): unknown {
   if (!(err instanceof ConnectError)) return err;
+  responsesOfErrors.set(err, { header: ctx.responseHeader, trailer: ctx.responseTrailer, metadata: new Headers(err.metadata) });
   ctx.responseHeader.forEach((value, name) => err.metadata.append(name, value));
   ctx.responseTrailer.forEach((value, name) => err.metadata.append(name, value));
   return err;
