@@ -93,6 +93,48 @@ function entryQueue(write: (batch: AuditRecord[]) => Promise<void>, retrying: bo
 }
 
 /**
+ * Entries opened in this tick go to the store together, in one store call (per BATCH), when the tick's work is done;
+ * every caller of the tick shares its one promise. A refused batch is not retried: its callers fall back on writing
+ * the outcome (see `record(entry, true)`).
+ */
+function openBatches(store: SecurityStore, logger: Logger) {
+  let pending: AuditRecord[] | undefined;
+  let result: Promise<boolean> = Promise.resolve(true);
+  let inFlight = new Set<Promise<boolean>>();
+  let failing = false;
+  const write = async (batch: AuditRecord[]): Promise<boolean> => {
+    try {
+      for (let i = 0; i < batch.length; i += BATCH) await store.openAudit(i === 0 && batch.length <= BATCH ? batch : batch.slice(i, i + BATCH));
+      failing = false;
+      return true;
+    } catch (err) {
+      if (!failing) logger.warn({ err }, "audit log: the store refused opened entries; their outcomes will be written instead");
+      failing = true;
+      return false;
+    }
+  };
+  return {
+    open(entry: AuditRecord): Promise<boolean> {
+      if (pending === undefined) {
+        const batch: AuditRecord[] = (pending = []);
+        const done = new Promise<void>((resolve) => queueMicrotask(resolve)).then(() => {
+          pending = undefined;
+          return write(batch);
+        });
+        result = done;
+        inFlight.add(done);
+        void done.then(() => inFlight.delete(done));
+      }
+      pending.push(entry);
+      return result;
+    },
+    async flushed(): Promise<void> {
+      await Promise.all(inFlight);
+    },
+  };
+}
+
+/**
  * Writes audit entries in batches, so that a call pays no store round trip of its own (contract §7), and never loses
  * the entry of a call it answered:
  *
@@ -112,7 +154,7 @@ export function createAuditWriter(
   options: { now?: () => number; sweepEveryMs?: number } = {},
 ) {
   const now = options.now ?? Date.now;
-  const opened = entryQueue((batch) => store.openAudit(batch), false, "opened entries", logger);
+  const opened = openBatches(store, logger);
   const outcomes = entryQueue((batch) => store.appendAudit(batch, maxEntries), true, "entries", logger);
   const sweep = (): Promise<void> =>
     store.sweepAudit(now() - ORPHAN_AFTER_MS, maxEntries).then(
@@ -125,10 +167,11 @@ export function createAuditWriter(
   sweeper.unref();
 
   return {
-    /** Stores the entry without its outcome; resolves true once stored, false if the store refused it. */
-    open(entry: AuditRecord): Promise<boolean> {
-      return new Promise((resolve) => opened.push({ ...entry, status: 0, msg: NO_OUTCOME }, resolve));
-    },
+    /**
+     * Stores the entry (status 0, msg {@link NO_OUTCOME}: its outcome is not known yet); resolves true once stored,
+     * false if the store refused it. Every call of one tick shares one store call and one promise.
+     */
+    open: opened.open,
     /**
      * Queues the entry with its outcome. `wait`: resolves once it is stored (or after REFUSED_WAIT_MS of a failing
      * store) — for calls whose entry was never opened. Otherwise a promise only when the queue is full.
@@ -156,7 +199,6 @@ export function createAuditWriter(
     sweep,
     async close(): Promise<void> {
       clearInterval(sweeper);
-      opened.stop();
       outcomes.stop();
       try {
         await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, 5000))]);

@@ -5,7 +5,7 @@ import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { http } from "@gov/api";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
-import type { AuditWriter } from "./audit-log.js";
+import { NO_OUTCOME, type AuditWriter } from "./audit-log.js";
 import { mayAccess, principalKey, type Principal } from "./principal.js";
 import type { AuditSelection } from "./settings.js";
 import type { AuditRecord } from "./store/security-store.js";
@@ -212,24 +212,34 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       base: { id: opts.ids.nextId(), ip: cap(ip, 64), resource: cap(resourceOf(rule, first), 2048), action: rule.httpMethod, opTime: now() },
     };
     req.contextValues.set(auditCallKey, call);
-    /** The entry with its outcome: after the answer when it was opened, else before it. */
-    const record = async (status: number, msg: string) => {
-      const opened = call.opened !== undefined && (await call.opened);
-      const entry = { ...call.base, resource: req.stream ? cap(resourceOf(rule, first), 2048) : call.base.resource, operator: operatorOf(req, rule, first), status, msg: cap(msg, 1024) };
-      const wait = opts.writer.record(entry, !opened);
-      if (wait) await wait;
-    };
     let res;
     try {
       res = await next(request as R);
     } catch (err) {
       const e = ConnectError.from(err);
-      await record(codeToHttpStatus(e.code), e.rawMessage);
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, codeToHttpStatus(e.code), e.rawMessage);
+      if (wait) await wait;
       throw err;
     }
-    await record(200, "");
+    const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, 200, "");
+    if (wait) await wait;
     return res;
   }
+}
+
+/** The entry with its outcome: after the answer when it was opened, else (a promise to wait for) before it. */
+function recordOutcome(
+  writer: AuditWriter,
+  call: AuditCall,
+  opened: boolean | undefined,
+  req: UnaryRequest | StreamRequest,
+  rule: MethodRule,
+  first: unknown,
+  status: number,
+  msg: string,
+): Promise<void> | undefined {
+  const resource = req.stream ? cap(resourceOf(rule, first), 2048) : call.base.resource;
+  return writer.record({ ...call.base, resource, operator: operatorOf(req, rule, first), status, msg: cap(msg, 1024) }, opened !== true);
 }
 
 /**
@@ -240,7 +250,7 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
     const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
-    if (call) call.opened = writer.open({ ...call.base, operator: operatorOf(req, ruleOf(req.method), req.message), status: 0, msg: "" });
+    if (call) call.opened = writer.open({ ...call.base, operator: operatorOf(req, ruleOf(req.method), req.message), status: 0, msg: NO_OUTCOME });
     return next(req);
   };
 }
