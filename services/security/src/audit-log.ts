@@ -93,14 +93,15 @@ function entryQueue(write: (batch: AuditRecord[]) => Promise<void>, retrying: bo
 }
 
 /**
- * Entries opened in this tick go to the store together, in one store call (per BATCH), when the tick's work is done;
- * every caller of the tick shares its one promise. A refused batch is not retried: its callers fall back on writing
- * the outcome (see `record(entry, true)`).
+ * Opened entries go to the store in batches: those of one tick together, and while a batch is being written the next
+ * one gathers every entry opened meanwhile (one store call per batch, not per call: each store call costs the process
+ * ~20 µs of client work). Every caller of a batch shares its one promise. A refused batch is not retried: its callers
+ * fall back on writing the outcome (see `record(entry, true)`).
  */
 function openBatches(store: SecurityStore, logger: Logger) {
   let pending: AuditRecord[] | undefined;
+  // The latest batch's promise: batches are written one after the other, so it settles last.
   let result: Promise<boolean> = Promise.resolve(true);
-  let inFlight = new Set<Promise<boolean>>();
   let failing = false;
   const write = async (batch: AuditRecord[]): Promise<boolean> => {
     try {
@@ -117,19 +118,17 @@ function openBatches(store: SecurityStore, logger: Logger) {
     open(entry: AuditRecord): Promise<boolean> {
       if (pending === undefined) {
         const batch: AuditRecord[] = (pending = []);
-        const done = new Promise<void>((resolve) => queueMicrotask(resolve)).then(() => {
+        // after the batch before it (or, with none under way, once this tick's calls have opened theirs)
+        result = result.then(() => {
           pending = undefined;
           return write(batch);
         });
-        result = done;
-        inFlight.add(done);
-        void done.then(() => inFlight.delete(done));
       }
       pending.push(entry);
       return result;
     },
     async flushed(): Promise<void> {
-      await Promise.all(inFlight);
+      await result;
     },
   };
 }

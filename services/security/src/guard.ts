@@ -238,8 +238,11 @@ function recordOutcome(
   status: number,
   msg: string,
 ): Promise<void> | undefined {
-  const resource = req.stream ? cap(resourceOf(rule, first), 2048) : call.base.resource;
-  return writer.record({ ...call.base, resource, operator: operatorOf(req, rule, first), status, msg: cap(msg, 1024) }, opened !== true);
+  const b = call.base;
+  const resource = req.stream ? cap(resourceOf(rule, first), 2048) : b.resource;
+  // Literals, not `{ ...call.base, … }`: spreading here cost several µs per call under load (line profile).
+  const entry = { id: b.id, operator: operatorOf(req, rule, first), ip: b.ip, resource, action: b.action, status, msg: cap(msg, 1024), opTime: b.opTime };
+  return writer.record(entry, opened !== true);
 }
 
 /**
@@ -250,7 +253,11 @@ function recordOutcome(
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
     const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
-    if (call) call.opened = writer.open({ ...call.base, operator: operatorOf(req, ruleOf(req.method), req.message), status: 0, msg: NO_OUTCOME });
+    if (call) {
+      const b = call.base;
+      const operator = operatorOf(req, ruleOf(req.method), req.message);
+      call.opened = writer.open({ id: b.id, operator, ip: b.ip, resource: b.resource, action: b.action, status: 0, msg: NO_OUTCOME, opTime: b.opTime });
+    }
     return next(req);
   };
 }

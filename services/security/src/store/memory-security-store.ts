@@ -1,6 +1,8 @@
 import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
 
 const copyUser = (u: UserRecord): UserRecord => ({ ...u, roles: [...u.roles] });
+// Field by field, not `{ ...e }`: object spread showed up at several µs per audited call under load (line profile).
+const copyAudit = (e: AuditRecord): AuditRecord => ({ id: e.id, operator: e.operator, ip: e.ip, resource: e.resource, action: e.action, status: e.status, msg: e.msg, opTime: e.opTime });
 const copyRole = (r: RoleRecord): RoleRecord => ({ ...r, bindings: r.bindings.map((b) => ({ ...b })) });
 
 /** The embedded store (contract §1): the same behaviour as Redis, in this process, for trying the product and tests. */
@@ -10,7 +12,7 @@ export function createMemorySecurityStore(): SecurityStore {
   let audit: AuditRecord[] = []; // oldest first
   const open = new Map<string, AuditRecord>(); // entries of calls under way
   const openNewestFirst = (before: number) =>
-    [...open.values()].filter((e) => e.opTime < before).sort((a, b) => b.opTime - a.opTime).map((e) => ({ ...e }));
+    [...open.values()].filter((e) => e.opTime < before).sort((a, b) => b.opTime - a.opTime).map(copyAudit);
   let kept = Number.MAX_SAFE_INTEGER;
   let key: string | undefined;
   const listeners = new Set<(change: SecurityChange) => void>();
@@ -71,14 +73,14 @@ export function createMemorySecurityStore(): SecurityStore {
       return true;
     },
     async openAudit(entries) {
-      for (const e of entries) open.set(e.id, { ...e });
+      for (const e of entries) open.set(e.id, copyAudit(e));
     },
     async appendAudit(entries, maxEntries) {
       // a larger retention than before must not bring back what the smaller one dropped (Redis trims at once)
       if (maxEntries > kept && audit.length > kept) audit = audit.slice(audit.length - kept);
       for (const e of entries) {
         open.delete(e.id);
-        audit.push({ ...e });
+        audit.push(copyAudit(e));
       }
       // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.
       if (audit.length > maxEntries + Math.max(1000, maxEntries >> 3)) audit = audit.slice(audit.length - maxEntries);
@@ -90,7 +92,7 @@ export function createMemorySecurityStore(): SecurityStore {
       return orphans.length;
     },
     async readAudit(openBefore) {
-      return [...openNewestFirst(openBefore), ...audit.slice(Math.max(0, audit.length - kept)).map((e) => ({ ...e })).reverse()];
+      return [...openNewestFirst(openBefore), ...audit.slice(Math.max(0, audit.length - kept)).map(copyAudit).reverse()];
     },
     async readAuditPage(offset, limit, openBefore) {
       const opened = openNewestFirst(openBefore);
@@ -99,7 +101,7 @@ export function createMemorySecurityStore(): SecurityStore {
       const logOffset = Math.max(0, offset - opened.length);
       const logLimit = limit - fromOpen.length;
       const end = audit.length - logOffset; // newest first: index audit.length - 1 is entry 0
-      const logged = logLimit <= 0 ? [] : audit.slice(Math.max(audit.length - Math.min(audit.length, kept), end - logLimit), Math.max(0, end)).map((e) => ({ ...e })).reverse();
+      const logged = logLimit <= 0 ? [] : audit.slice(Math.max(audit.length - Math.min(audit.length, kept), end - logLimit), Math.max(0, end)).map(copyAudit).reverse();
       return { entries: [...fromOpen, ...logged], total };
     },
     async jwtKey(candidate) {
