@@ -24,11 +24,10 @@ export const NO_OUTCOME = "no outcome recorded: the call is in progress, or the 
 type Done = (stored: boolean) => void;
 
 /**
- * Entries on their way to the store, one store call per batch of whatever queued meanwhile. `retry`: a refused batch
- * stays queued and is retried every 500 ms (outcomes must not be lost); otherwise it is given up at once and its
- * callers told so (they fall back on the outcome write).
+ * Outcomes on their way to the store, one store call per batch of whatever queued meanwhile. A refused batch stays
+ * queued and is retried every 500 ms (outcomes must not be lost); callers waiting for it are told it failed and go on.
  */
-function entryQueue(write: (batch: AuditRecord[]) => Promise<void>, retrying: boolean, what: string, logger: Logger) {
+function outcomeQueue(write: (batch: AuditRecord[]) => Promise<void>, logger: Logger) {
   let entries: AuditRecord[] = [];
   let dones: (Done | undefined)[] = [];
   let flushing: Promise<void> | undefined;
@@ -40,24 +39,20 @@ function entryQueue(write: (batch: AuditRecord[]) => Promise<void>, retrying: bo
     while (entries.length > 0) {
       const batch = entries.slice(0, BATCH);
       const told = dones.slice(0, BATCH);
-      let stored = true;
       try {
         await write(batch);
       } catch (err) {
-        stored = false;
-        if (!failing) logger.warn({ err, pending: entries.length }, `audit log: the store refused ${what}${retrying ? "; they are kept and retried" : ""}`);
+        if (!failing) logger.warn({ err, pending: entries.length }, "audit log: the store refused entries; they are kept and retried");
         failing = true;
-        if (retrying) {
-          retry = setTimeout(schedule, 500);
-          for (const d of told) d?.(false); // waiting callers go on; the entries stay queued
-          return;
-        }
+        retry = setTimeout(schedule, 500);
+        for (const d of told) d?.(false); // waiting callers go on; the entries stay queued
+        return;
       }
-      if (stored && failing) logger.info("audit log: the store takes entries again");
-      if (stored) failing = false;
+      if (failing) logger.info("audit log: the store takes entries again");
+      failing = false;
       entries = entries.slice(batch.length);
       dones = dones.slice(batch.length);
-      for (const d of told) d?.(stored);
+      for (const d of told) d?.(true);
     }
     for (const d of drained.splice(0)) d();
   };
@@ -154,7 +149,7 @@ export function createAuditWriter(
 ) {
   const now = options.now ?? Date.now;
   const opened = openBatches(store, logger);
-  const outcomes = entryQueue((batch) => store.appendAudit(batch, maxEntries), true, "entries", logger);
+  const outcomes = outcomeQueue((batch) => store.appendAudit(batch, maxEntries), logger);
   const sweep = (): Promise<void> =>
     store.sweepAudit(now() - ORPHAN_AFTER_MS, maxEntries).then(
       (moved) => {
