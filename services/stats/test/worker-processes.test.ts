@@ -6,7 +6,8 @@ import { redisTargets } from "@gov/testkit";
 import { afterAll, describe, expect, it, vi } from "vitest";
 
 // Three stats workers (`npm run start:worker`) as separate processes on one Redis Cluster, with the real schedule
-// (first pass 1 s after start, then every 10 s). About 50 s: 35 s of watching, then a takeover after a SIGKILL.
+// (first pass 1 s after start, then every 10 s). About 43 s: 28 s of watching (three periods, each allowed to start a
+// little late), then a takeover after a SIGKILL. (The distributed suite also kills the holder, under load.)
 const WORKER_MAIN = join(dirname(fileURLToPath(import.meta.url)), "../src/worker/main.ts");
 const cluster = redisTargets().find((t) => t.name === "redis-cluster")!;
 
@@ -51,10 +52,10 @@ describe.skipIf(cluster.skip)("stats workers on a Redis Cluster", () => {
     await Promise.all([startWorker(system), startWorker(system), startWorker(system)]);
     await vi.waitFor(() => expect(passes.length).toBeGreaterThan(0), { timeout: 15_000, interval: 100 });
     const watchFrom = passes[0].start;
-    await vi.waitFor(() => expect(Date.now() - watchFrom).toBeGreaterThan(35_000), { timeout: 40_000, interval: 200 });
+    await vi.waitFor(() => expect(Date.now() - watchFrom).toBeGreaterThan(28_000), { timeout: 35_000, interval: 200 });
 
     const seen = [...passes].sort((a, b) => a.start - b.start);
-    expect(seen.length).toBeGreaterThanOrEqual(4); // at 0, 10, 20 and 30 s
+    expect(seen.length).toBeGreaterThanOrEqual(3); // at 0, 10 and 20 s
     for (let i = 1; i < seen.length; i++) {
       expect(seen[i].start, "a pass started before the previous one ended").toBeGreaterThanOrEqual(seen[i - 1].end);
       const gap = seen[i].start - seen[i - 1].start;
