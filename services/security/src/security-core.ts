@@ -23,6 +23,13 @@ const unauthenticated = (message: string) => new ConnectError(message, Code.Unau
 /** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
 const TOKEN_CACHE_SIZE = 10_000;
 
+/** A verified access token: whose it is, when it expires and when it was issued (epoch ms). */
+interface VerifiedToken {
+  username: string;
+  expiresAt: number;
+  issuedAt: number;
+}
+
 export function isLocked(user: Pick<UserRecord, "locked" | "lockedUntil">, now: number): boolean {
   return user.locked || user.lockedUntil > now;
 }
@@ -43,7 +50,10 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   const secret = settings.jwtSecret ?? (await store.jwtKey(generateJwtKey()));
   const tokens: Tokens = createTokens(secret, { accessMs: settings.accessValidity, refreshMs: settings.refreshValidity }, now);
 
-  const verified = new Map<string, { username: string; expiresAt: number; issuedAt: number }>();
+  const verified = new Map<string, VerifiedToken>();
+  // The last header that named a cached token, and that token's entry: the hot path's shortcut (cachedPrincipal).
+  let lastHeader: string | undefined;
+  let lastHit: VerifiedToken | undefined;
   /** username → its principal, or null for "no such user"; lock state checked per use (it expires by itself). */
   const principals = new Map<string, { principal: Principal; user: UserRecord } | null>();
   let cacheTrusted = true;
@@ -86,8 +96,17 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
      * undefined sends the caller to {@link authenticate}.
      */
     cachedPrincipal(header: string | null): Principal | undefined {
-      if (header === null || header.length < 8 || !/^bearer /i.test(header)) return undefined;
-      const hit = verified.get(header.slice(7).trim());
+      let hit: VerifiedToken | undefined;
+      // A client sends the same header again and again: comparing it with the last one is several times cheaper than
+      // testing, slicing and hashing a ~200-character token for the map (~3 µs of a config GET under load, profiled).
+      if (header !== null && header === lastHeader) hit = lastHit;
+      else {
+        if (header === null || header.length < 8 || !/^bearer /i.test(header)) return undefined;
+        hit = verified.get(header.slice(7).trim());
+        if (hit === undefined) return undefined;
+        lastHeader = header; // only a header whose token is cached: lastHit is never undefined for it
+        lastHit = hit;
+      }
       if (hit === undefined || hit.expiresAt <= now()) return undefined;
       const entry = principals.get(hit.username);
       if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now())) || hit.issuedAt < (entry.user.tokensAfter ?? 0)) return undefined;
