@@ -103,6 +103,15 @@ for (const target of targets) {
       expect(await ids()).toEqual(["id15:0", "id13:0", "id14:403", "id12:200", "id11:200"]);
     });
 
+    it("audit: what a client sent comes back as sent — newlines, quotes, backslashes, non-ASCII, empty fields", async () => {
+      const odd = (i: number) => ({ ...audit(i), operator: "", resource: `/v1/a\nb\\n"c"/${i}`, msg: `line 1\nline 2\r\n\t✓ 日本 \u2028 "q" \\`, ip: "" });
+      await store.openAudit([{ ...odd(21), status: 0 }, { ...odd(22), status: 0 }]);
+      expect((await replica.readAudit(ALL)).filter((e) => e.id === "id21" || e.id === "id22")).toEqual([{ ...odd(22), status: 0 }, { ...odd(21), status: 0 }]);
+      await store.appendAudit([odd(21), odd(22)], 100);
+      const logged = (await replica.readAudit(ALL)).filter((e) => e.id === "id21" || e.id === "id22");
+      expect(logged).toEqual([odd(22), odd(21)]); // the open entries replaced, not kept beside their outcomes
+    });
+
     it("the JWT key: the first one stored wins, every replica gets it", async () => {
       const first = await store.jwtKey("key-one");
       expect(first).toBe("key-one");

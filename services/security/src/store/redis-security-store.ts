@@ -1,4 +1,4 @@
-import { followChanges, quitQuietly, redisCaller, durableWriterOf, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
 
@@ -61,6 +61,8 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 /** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
+  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
+  prepareScripts(client, ADD_USER, UPDATE_USER, REMOVE_USER, RECORD_FAILURE, SET_ROLE, APPEND_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
   const tell = (change: SecurityChange) => {
