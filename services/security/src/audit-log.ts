@@ -18,8 +18,7 @@ const SWEEP_EVERY_MS = 60_000;
  */
 export const OPEN_SHOWN_AFTER_MS = 10_000;
 
-/** What an opened entry says until its call's outcome is recorded (and for ever, if the process died first). */
-export const NO_OUTCOME = "no outcome recorded: the call is in progress, or the process serving it stopped before recording it";
+export { NO_OUTCOME } from "./store/security-store.js";
 
 type Done = (stored: boolean) => void;
 
@@ -27,8 +26,8 @@ type Done = (stored: boolean) => void;
  * Outcomes on their way to the store, one store call per batch of whatever queued meanwhile. A refused batch stays
  * queued and is retried every 500 ms (outcomes must not be lost); callers waiting for it are told it failed and go on.
  */
-function outcomeQueue(write: (batch: AuditRecord[]) => Promise<void>, logger: Logger) {
-  let entries: AuditRecord[] = [];
+function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
+  let entries: T[] = [];
   let dones: (Done | undefined)[] = [];
   let flushing: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
@@ -68,7 +67,7 @@ function outcomeQueue(write: (batch: AuditRecord[]) => Promise<void>, logger: Lo
     get length() {
       return entries.length;
     },
-    push(entry: AuditRecord, done?: Done): void {
+    push(entry: T, done?: Done): void {
       entries.push(entry);
       dones.push(done);
       if (!flushing && !retry) queueMicrotask(schedule);
@@ -85,6 +84,32 @@ function outcomeQueue(write: (batch: AuditRecord[]) => Promise<void>, logger: Lo
       retry = undefined;
     },
   };
+}
+
+/** An entry with its outcome, queued; `opened`: its open entry was stored; `closed`: its outcome is stored (a batch's retry skips it). */
+interface Outcome {
+  entry: AuditRecord;
+  opened: boolean;
+  closed: boolean;
+}
+
+/**
+ * Stores a batch of outcomes: those of opened entries as just their outcome (the store moves the open entry into the log
+ * with it; less to send and build than the entry again, which is most of what an audited call costs the process), the
+ * rest — and any whose open entry the store did not have (a failover lost it, or it was swept) — whole. What was stored
+ * before a failure is marked, so that the batch's retry does not store it twice.
+ */
+async function writeOutcomes(store: SecurityStore, batch: Outcome[], maxEntries: number): Promise<void> {
+  const toClose = batch.filter((o) => o.opened && !o.closed);
+  if (toClose.length > 0) {
+    const missing = new Set(await store.closeAudit(toClose.map(({ entry: e }) => ({ id: e.id, status: e.status, msg: e.msg })), maxEntries));
+    for (const o of toClose) {
+      if (missing.has(o.entry.id)) o.opened = false;
+      else o.closed = true;
+    }
+  }
+  const whole = batch.filter((o) => !o.opened && !o.closed);
+  if (whole.length > 0) await store.appendAudit(whole.map((o) => o.entry), maxEntries);
 }
 
 /**
@@ -149,7 +174,7 @@ export function createAuditWriter(
 ) {
   const now = options.now ?? Date.now;
   const opened = openBatches(store, logger);
-  const outcomes = outcomeQueue((batch) => store.appendAudit(batch, maxEntries), logger);
+  const outcomes = outcomeQueue((batch: Outcome[]) => writeOutcomes(store, batch, maxEntries), logger);
   const sweep = (): Promise<void> =>
     store.sweepAudit(now() - ORPHAN_AFTER_MS, maxEntries).then(
       (moved) => {
@@ -168,19 +193,21 @@ export function createAuditWriter(
     open: opened.open,
     /**
      * Queues the entry with its outcome. `wait`: resolves once it is stored (or after REFUSED_WAIT_MS of a failing
-     * store) — for calls whose entry was never opened. Otherwise a promise only when the queue is full.
+     * store) — for calls whose entry was never opened; it is stored whole. Otherwise (its entry was opened, with the
+     * same fields) only the outcome is sent, and a promise is returned only when the queue is full.
      */
     record(entry: AuditRecord, wait = false): Promise<void> | undefined {
       if (wait) {
         return new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, REFUSED_WAIT_MS);
-          outcomes.push(entry, () => {
+          // waiting: its entry was never opened, so it is stored whole
+          outcomes.push({ entry, opened: false, closed: false }, () => {
             clearTimeout(timer);
             resolve();
           });
         });
       }
-      outcomes.push(entry);
+      outcomes.push({ entry, opened: true, closed: false });
       if (outcomes.length < MAX_PENDING) return undefined;
       return outcomes.whenDrained();
     },

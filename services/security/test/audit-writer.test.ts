@@ -7,30 +7,44 @@ import type { SecurityStore } from "../src/store/security-store.js";
 
 const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `/r/${i}`, action: "PUT", status: 200, msg: "", opTime: i });
 
-/** The embedded store, with its audit appends counted and, while `down`, refused as Redis would refuse them. */
+/**
+ * The embedded store, with its audit writes counted (`calls`: outcome writes, close or append) and, while `down`,
+ * refused as Redis would refuse them; `loseOpens` acknowledges opens without storing them (a failover that lost them),
+ * `failAppends` refuses that many appends.
+ */
 function observedStore() {
   const store = createMemorySecurityStore();
-  const state = { calls: 0, down: false, opens: 0 };
+  const state = { calls: 0, down: false, opens: 0, loseOpens: false, failAppends: 0 };
+  const unavailable = () => new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
   const observed: SecurityStore = {
     ...store,
     async openAudit(entries) {
       state.opens++;
-      if (state.down) throw new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
-      return store.openAudit(entries);
+      if (state.down) throw unavailable();
+      if (!state.loseOpens) await store.openAudit(entries);
+    },
+    async closeAudit(outcomes, max) {
+      state.calls++;
+      if (state.down) throw unavailable();
+      return store.closeAudit(outcomes, max);
     },
     async appendAudit(entries, max) {
       state.calls++;
-      if (state.down) throw new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
+      if (state.down || state.failAppends-- > 0) throw unavailable();
       return store.appendAudit(entries, max);
     },
   };
   return { store: observed, state };
 }
 
+const opening = (i: number) => ({ ...entry(i), status: 0, msg: NO_OUTCOME }); // as the audit interceptor opens it
+const ALL = Number.MAX_SAFE_INTEGER;
+
 describe("the audit writer", () => {
   it("writes the entries of concurrent calls in one store call, without making them wait", async () => {
     const { store, state } = observedStore();
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    await Promise.all(Array.from({ length: 100 }, (_, i) => writer.open(opening(i))));
     for (let i = 0; i < 100; i++) expect(writer.record(entry(i))).toBeUndefined(); // nothing to await: off the request path
     await writer.flushed();
     expect(state.calls).toBe(1);
@@ -54,7 +68,6 @@ describe("the audit writer", () => {
   it("opens entries in one store call per batch, and their outcomes replace them", async () => {
     const { store, state } = observedStore();
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
-    const opening = (i: number) => ({ ...entry(i), status: 0, msg: NO_OUTCOME }); // as the audit interceptor opens it
     expect(await Promise.all([writer.open(opening(1)), writer.open(opening(2))])).toEqual([true, true]);
     expect(state.opens).toBe(1);
     const shown = async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => [e.id, e.status, e.msg]);
@@ -82,5 +95,29 @@ describe("the audit writer", () => {
     state.down = false;
     await expect.poll(async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id), { timeout: 3000 }).toEqual(["e1"]);
     await writer.close();
+  });
+
+  it("an outcome whose open entry the store no longer has is stored whole", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    state.loseOpens = true; // acknowledged, then lost (a failover without a replica that had it)
+    expect(await writer.open(opening(1))).toBe(true);
+    writer.record(entry(1));
+    await writer.flushed();
+    expect(await store.readAudit(ALL)).toEqual([entry(1)]);
+    expect(state.calls).toBe(2); // the close found nothing, the append stored it
+    await writer.close();
+  });
+
+  it("a batch stored in part before a failure is retried without storing anything twice", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    await writer.open(opening(1));
+    state.failAppends = 1;
+    writer.record(entry(1)); // opened: closed in the first attempt
+    void writer.record(entry(2), true); // never opened: appended whole, refused once
+    await expect.poll(async () => (await store.readAudit(ALL)).map((e) => `${e.id}:${e.status}`), { timeout: 3000 }).toEqual(["e2:200", "e1:200"]);
+    await writer.close();
+    expect((await store.readAudit(ALL)).map((e) => e.id)).toEqual(["e2", "e1"]);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { SecurityChange, SecurityStore, UserRecord } from "../src/store/security-store.js";
+import { NO_OUTCOME, type SecurityChange, type SecurityStore, type UserRecord } from "../src/store/security-store.js";
 import { openSecurityStoreOn, securityTargets, systemNs } from "./harness.js";
 
 const user = (username: string, extra: Partial<UserRecord> = {}): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0, ...extra });
@@ -110,6 +110,28 @@ for (const target of targets) {
       await store.appendAudit([odd(21), odd(22)], 100);
       const logged = (await replica.readAudit(ALL)).filter((e) => e.id === "id21" || e.id === "id22");
       expect(logged).toEqual([odd(22), odd(21)]); // the open entries replaced, not kept beside their outcomes
+    });
+
+    it("audit: closing opened entries stores each with its outcome, as appending it whole would; others are answered back", async () => {
+      const odd = (i: number) => ({ ...audit(i), resource: `/v1/q"\\n/${i}`, msg: "" });
+      const opened = (i: number) => ({ ...odd(i), status: 0, msg: NO_OUTCOME });
+      await store.openAudit([opened(31), opened(32), { ...odd(33), status: 0, msg: "another writer's text" }]);
+      const missing = await store.closeAudit(
+        [
+          { id: "id31", status: 200, msg: "" },
+          { id: "id32", status: 403, msg: 'no "w"\npermission ✓' },
+          { id: "id33", status: 200, msg: "" }, // open, but not as this writer opens entries
+          { id: "id34", status: 200, msg: "" }, // never opened (or lost by a failover)
+        ],
+        100,
+      );
+      expect(missing).toEqual(["id33", "id34"]);
+      const mine = (await replica.readAudit(ALL)).filter((e) => ["id31", "id32", "id33", "id34"].includes(e.id));
+      expect(mine).toEqual([{ ...odd(33), status: 0, msg: "another writer's text" }, { ...odd(32), status: 403, msg: 'no "w"\npermission ✓' }, { ...odd(31), status: 200 }]);
+      // the log's text is what appending the entry whole stores: the same when read through a page
+      const page = (await replica.readAuditPage(0, 10, ALL)).entries.filter((e) => e.id === "id32");
+      expect(page).toEqual([{ ...odd(32), status: 403, msg: 'no "w"\npermission ✓' }]);
+      expect(await store.closeAudit([{ id: "id31", status: 500, msg: "again" }], 100)).toEqual(["id31"]); // closed once only
     });
 
     it("the JWT key: the first one stored wins, every replica gets it", async () => {

@@ -1,4 +1,4 @@
-import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
+import { NO_OUTCOME, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 const copyUser = (u: UserRecord): UserRecord => ({ ...u, roles: [...u.roles] });
 // Field by field, not `{ ...e }`: object spread showed up at several µs per audited call under load (line profile).
@@ -85,6 +85,17 @@ export function createMemorySecurityStore(): SecurityStore {
       // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.
       if (audit.length > maxEntries + Math.max(1000, maxEntries >> 3)) audit = audit.slice(audit.length - maxEntries);
       kept = maxEntries;
+    },
+    async closeAudit(outcomes, maxEntries) {
+      const closed: AuditRecord[] = [];
+      const missing: string[] = [];
+      for (const o of outcomes) {
+        const e = open.get(o.id);
+        if (e && e.status === 0 && e.msg === NO_OUTCOME) closed.push({ id: e.id, operator: e.operator, ip: e.ip, resource: e.resource, action: e.action, status: o.status, msg: o.msg, opTime: e.opTime });
+        else missing.push(o.id);
+      }
+      await store.appendAudit(closed, maxEntries);
+      return missing;
     },
     async sweepAudit(before, maxEntries) {
       const orphans = [...open.values()].filter((e) => e.opTime < before).sort((a, b) => a.opTime - b.opTime);

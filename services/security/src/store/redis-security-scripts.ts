@@ -110,6 +110,37 @@ return 1`,
 );
 
 /**
+ * KEYS audit, auditOpen; ARGV maxEntries, marker, n, n ids, n statuses, n messages as JSON strings (oldest first). Each
+ * open entry whose JSON text holds the marker (an open entry's status and message, then `"opTime":`) moves into the log
+ * with that part replaced by its outcome; the text is what the client would have sent whole. Returns the ids not found
+ * so (for the client to append whole).
+ */
+export const CLOSE_AUDIT = defineScript(
+  "sec_close_audit",
+  2,
+  `local marker, n = ARGV[2], tonumber(ARGV[3])
+local done, entries, missing = {}, {}, {}
+for i = 1, n do
+  local id = ARGV[3 + i]
+  local open = redis.call('HGET', KEYS[2], id)
+  local s, e
+  if open then s, e = string.find(open, marker, 1, true) end
+  if s then
+    done[#done + 1] = id
+    entries[#entries + 1] = string.sub(open, 1, s - 1) .. ',"status":' .. ARGV[3 + n + i] .. ',"msg":' .. ARGV[3 + 2 * n + i] .. ',"opTime":' .. string.sub(open, e + 1)
+  else
+    missing[#missing + 1] = id
+  end
+end
+if #done > 0 then
+  redis.call('HDEL', KEYS[2], unpack(done))
+  redis.call('LPUSH', KEYS[1], unpack(entries))
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+end
+return missing`,
+);
+
+/**
  * KEYS audit, auditOpen; ARGV before, maxEntries. Moves the open entries older than `before` (and any that do not
  * parse) into the log as they are; returns how many. The open hash holds only calls under way and the few left by a
  * killed process, so reading it whole is cheap.

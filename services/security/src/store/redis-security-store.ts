@@ -1,6 +1,6 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { ADD_USER, APPEND_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
-import type { AuditRecord, RoleRecord, SecurityChange, SecurityStore, UserPatch, UserRecord } from "./security-store.js";
+import { ADD_USER, APPEND_AUDIT, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
   /** The system namespace (`gov-{system}`): every key starts with it. */
@@ -62,7 +62,7 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
   // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
-  prepareScripts(client, ADD_USER, UPDATE_USER, REMOVE_USER, RECORD_FAILURE, SET_ROLE, APPEND_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
+  prepareScripts(client, ADD_USER, UPDATE_USER, REMOVE_USER, RECORD_FAILURE, SET_ROLE, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
   const tell = (change: SecurityChange) => {
@@ -129,6 +129,14 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       if (entries.length === 0) return;
       const args = [maxEntries, entries.length, ...entries.map((e) => e.id), ...entries.map((e) => JSON.stringify(e))];
       await call(() => runDurableScript(client, APPEND_AUDIT, [keys.audit, keys.auditOpen], args));
+    },
+    async closeAudit(outcomes, maxEntries) {
+      if (outcomes.length === 0) return [];
+      const args: (string | number)[] = [maxEntries, OPEN_MARKER, outcomes.length];
+      for (const o of outcomes) args.push(o.id);
+      for (const o of outcomes) args.push(o.status);
+      for (const o of outcomes) args.push(JSON.stringify(o.msg));
+      return (await call(() => runDurableScript(client, CLOSE_AUDIT, [keys.audit, keys.auditOpen], args))) as string[];
     },
     async sweepAudit(before, maxEntries) {
       return Number(await call(() => runDurableScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));

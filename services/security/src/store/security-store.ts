@@ -38,6 +38,23 @@ export interface AuditRecord {
   opTime: number;
 }
 
+/** The outcome of an opened audit entry: what {@link SecurityStore.closeAudit} replaces in it. */
+export interface AuditOutcome {
+  id: string;
+  status: number;
+  msg: string;
+}
+
+/** What an opened entry says until its call's outcome is recorded (and for ever, if the process died first). */
+export const NO_OUTCOME = "no outcome recorded: the call is in progress, or the process serving it stopped before recording it";
+
+/**
+ * What {@link SecurityStore.closeAudit} looks for in an open entry's JSON text (fields in AuditRecord's order): the
+ * status and message of an open entry, up to the time that follows them. Quotes inside a JSON string are escaped, so
+ * only the entry's own fields can match.
+ */
+export const OPEN_MARKER = `,"status":0,"msg":${JSON.stringify(NO_OUTCOME)},"opTime":`;
+
 /**
  * What changed, so that caches drop it. "all": the change feed was lost (`trusted: false`: do not cache until it is
  * back) or is back (`trusted: true`: anything may have changed meanwhile).
@@ -73,6 +90,13 @@ export interface SecurityStore {
    * keeping the newest `maxEntries`.
    */
   appendAudit(entries: AuditRecord[], maxEntries: number): Promise<void>;
+  /**
+   * Records the outcomes of opened entries (oldest first) in one store call: each open entry moves into the log with
+   * its `status` and `msg` replaced, keeping the newest `maxEntries`. Only the outcome travels, not the entry again.
+   * Answers the ids whose open entry was not found as opened (gone, or not opened with {@link NO_OUTCOME}): the caller
+   * appends those whole. An entry must be opened with its fields in AuditRecord's order, as {@link openAudit} stores it.
+   */
+  closeAudit(outcomes: AuditOutcome[], maxEntries: number): Promise<string[]>;
   /** Moves open entries older than `before` (their process died before their outcome) into the log as they are. */
   sweepAudit(before: number, maxEntries: number): Promise<number>;
   /**
