@@ -256,6 +256,7 @@ export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
     if (call) {
       const b = call.base;
       const operator = operatorOf(req, ruleOf(req.method), req.message);
+      // in AuditRecord's field order: the store finds where the outcome goes by it (closeAudit)
       call.opened = writer.open({ id: b.id, operator, ip: b.ip, resource: b.resource, action: b.action, status: 0, msg: NO_OUTCOME, opTime: b.opTime });
     }
     return next(req);

@@ -91,8 +91,12 @@ export function createMemorySecurityStore(): SecurityStore {
       const missing: string[] = [];
       for (const o of outcomes) {
         const e = open.get(o.id);
-        if (e && e.status === 0 && e.msg === NO_OUTCOME) closed.push({ id: e.id, operator: e.operator, ip: e.ip, resource: e.resource, action: e.action, status: o.status, msg: o.msg, opTime: e.opTime });
-        else missing.push(o.id);
+        if (e && e.status === 0 && e.msg === NO_OUTCOME) {
+          // the store's own copy, which appendAudit copies into the log and drops from `open`
+          e.status = o.status;
+          e.msg = o.msg;
+          closed.push(e);
+        } else missing.push(o.id);
       }
       await store.appendAudit(closed, maxEntries);
       return missing;
