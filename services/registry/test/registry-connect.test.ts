@@ -66,12 +66,14 @@ for (const target of storeTargets()) {
         await client.setInstanceMetadata({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1", metadata: { a: "1" } });
         // A watch sends the instance as it is when it reads it: a metadata change already followed by its deregister
         // is folded into the deregister (watch-instances.ts). So the deregister waits until the change was seen.
-        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 1000, interval: 10 }).toEqual(["metadata:w@http#fixed#1", "metadata:w@http#fixed#1"]);
+        // The ephemeral instance's expiry may arrive in between on a loaded machine, so these look past it.
+        const seen = (ops: string[]) => ops.filter((op) => !op.startsWith("expired:"));
+        await expect.poll(() => [seen(rpcOps).at(-1), seen(sseOps).at(-1)], { timeout: 1000, interval: 10 }).toEqual(["metadata:w@http#fixed#1", "metadata:w@http#fixed#1"]);
         await client.deregisterInstance({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1" });
         const expected = ["current:1", `register:${reg.instanceId}`, "metadata:w@http#fixed#1", "deregister:w@http#fixed#1"];
-        await expect.poll(() => [rpcOps, sseOps], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);
+        await expect.poll(() => [seen(rpcOps), seen(sseOps)], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);
         // expiry: nobody writes, the watch notices the ttl passing
-        await expect.poll(() => [rpcOps.at(-1), sseOps.at(-1)], { timeout: 2500, interval: 10 }).toEqual([`expired:${reg.instanceId}`, `expired:${reg.instanceId}`]);
+        await expect.poll(() => [rpcOps.filter((op) => op.startsWith("expired:")), sseOps.filter((op) => op.startsWith("expired:"))], { timeout: 2500, interval: 10 }).toEqual([[`expired:${reg.instanceId}`], [`expired:${reg.instanceId}`]]);
         expect(Date.now() - started).toBeLessThan(1000 + 1000);
       } finally {
         stop.abort();
