@@ -11,26 +11,19 @@
  *
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size part 2; BENCH_STATS_SIZES (default "5,20") part 1.
  */
-import { execFile } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis, type RedisClient } from "@gov/redis";
-import { readFileSync } from "node:fs";
 import type { HandlerContext } from "@connectrpc/connect";
 import { createRedisRegistryStore, createRedisTopologyStore, createTopologyRecorder, type InstanceRecord, type RegistryStore } from "@gov/registry-service";
 import { createRedisStatsStore, runStatsPass } from "@gov/stats-service";
 import { startRedis } from "@gov/testkit";
-import { startServer } from "./fixtures/http-bench.js";
+import { load, median, startServer } from "./fixtures/http-bench.js";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const NAMESPACES = 100;
 const SERVICES = 50;
 const SIZES = (process.env.BENCH_STATS_SIZES ?? "5,20").split(",").map(Number).filter((n) => n > 0); // "0": skip part 1
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-
 
 const instance = (serviceId: string, i: number, ttlAt: number): InstanceRecord => ({
   instanceId: `${serviceId}@http#10.0.${i >> 8}.${i & 255}#8080`,
@@ -112,26 +105,11 @@ async function statsPass(perService: number) {
   }
 }
 
-/** CPU time (user + system) a process has used so far, in microseconds (USER_HZ = 100). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 1e4;
-}
-
 /**
  * One wrk run; requests per second, p99 (ms) and the gateway's CPU per request (µs), which a host shared with other
  * work disturbs much less than req/s.
  */
-async function wrk(url: string, headers: string[], pid: number): Promise<{ rps: number; p99: number; cpu: number }> {
-  const cpuBefore = cpuMicros(pid);
-  const args = ["-t1", "-c32", `-d${SECONDS}s`, "-s", join(root, "bench/fixtures/wrk-report.lua"), ...headers.flatMap((h) => ["-H", h]), url];
-  const { stdout } = await promisify(execFile)("wrk", args);
-  const r = JSON.parse(/WRK_JSON (\{.*\})/.exec(stdout)![1]) as { requests: number; durationUs: number; p99Us: number; statusErrors: number; socketErrors: number };
-  if (r.statusErrors || r.socketErrors) throw new Error(`${url}: ${r.statusErrors} non-2xx, ${r.socketErrors} socket errors`);
-  return { rps: r.requests / (r.durationUs / 1e6), p99: r.p99Us / 1000, cpu: (cpuMicros(pid) - cpuBefore) / r.requests };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const wrk = (url: string, headers: string[], pid: number) => load(url, { seconds: SECONDS, script: "wrk-report.lua", headers, pids: [pid] });
 
 async function discovery() {
   const redis = await startRedis();
