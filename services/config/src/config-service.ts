@@ -8,6 +8,8 @@ import {
   ConfigSchema,
   ConfigService,
   ConfigVersionSchema,
+  type GetConfigResponse,
+  GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
 import { checkNamespace, limitExceeded, type NamespaceRule } from "@gov/service-kit";
@@ -66,6 +68,18 @@ function toConfig(r: ConfigRecord): Config {
   return msg;
 }
 
+// The answer of a GET as well: a message handed to the transport is passed on as it is (`create` of a message of the
+// output type returns it), so a hot read builds no response message either.
+const getResponses = new WeakMap<ConfigRecord, GetConfigResponse>();
+function getResponseOf(r: ConfigRecord): GetConfigResponse {
+  let msg = getResponses.get(r);
+  if (!msg) {
+    msg = create(GetConfigResponseSchema, { config: toConfig(r) });
+    getResponses.set(r, msg);
+  }
+  return msg;
+}
+
 const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
 
 export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof ConfigService> {
@@ -107,7 +121,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       checkTarget(req.namespace, req.configId);
       const config = await store.get(req.namespace, req.configId);
       if (!config) throw notFound(req.namespace, req.configId);
-      return { config: toConfig(config) };
+      return getResponseOf(config);
     },
 
     async rollbackConfig(req) {

@@ -2,6 +2,8 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  type ChooseInstanceResponse,
+  ChooseInstanceResponseSchema,
   type Instance,
   InstanceSchema,
   type KeepaliveRequest,
@@ -64,6 +66,17 @@ export function toInstance(r: InstanceRecord): Instance {
       isExpired: false,
     });
     instanceMessages.set(r, msg);
+  }
+  return msg;
+}
+
+// The answer of `/lb` too (see toInstance): the transport passes a message of the output type on as it is.
+const chosenResponses = new WeakMap<InstanceRecord, ChooseInstanceResponse>();
+function chosenResponseOf(r: InstanceRecord): ChooseInstanceResponse {
+  let msg = chosenResponses.get(r);
+  if (!msg) {
+    msg = create(ChooseInstanceResponseSchema, { instance: toInstance(r) });
+    chosenResponses.set(r, msg);
   }
   return msg;
 }
@@ -193,7 +206,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
           Code.NotFound,
         );
       }
-      return { instance: toInstance(chosen) };
+      return chosenResponseOf(chosen);
     },
 
     async *watchInstances(req, ctx: HandlerContext) {
