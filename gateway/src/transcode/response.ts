@@ -22,7 +22,7 @@ function messageJson(desc: DescMessage, msg: Message): string {
   return text;
 }
 
-/** A bool or string field, or a list of strings: protobuf JSON writes those values as JSON.stringify does. */
+/** A bool or string field, or a list of either: protobuf JSON writes those values as JSON.stringify does. */
 const isPlainJson = (field: DescField) =>
   (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) && (field.scalar === ScalarType.BOOL || field.scalar === ScalarType.STRING);
 
