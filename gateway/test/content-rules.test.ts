@@ -39,6 +39,21 @@ describe("content rules are the same on every protocol", () => {
     expect((await (await fetch(`${base()}/gz`)).json()).data).toBe("zipped: true\n");
   });
 
+  it("a lone surrogate escape (which UTF-8 cannot hold) is refused on REST and Connect JSON alike; nothing is stored", async () => {
+    const rest = await fetch(`${base()}/lone`, { method: "PUT", body: '"a\\ud800b"', headers: { "content-type": "application/json" } });
+    expect([rest.status, (await rest.json()).code]).toEqual([400, "invalid_argument"]);
+    const connect = await fetch(`${urls.url}/gov.config.v1.ConfigService/SetConfig`, {
+      method: "POST",
+      body: JSON.stringify({ namespace: n, configId: "lone" }).replace(/}$/, ',"data":"a\\udc00b"}'),
+      headers: { "content-type": "application/json" },
+    });
+    expect([connect.status, (await connect.json()).code]).toEqual([400, "invalid_argument"]);
+    expect((await fetch(`${base()}/lone`)).status).toBe(404);
+    // the pair is fine: stored as sent
+    expect((await fetch(`${base()}/pair`, { method: "PUT", body: '"\\ud83d\\ude00"', headers: { "content-type": "application/json" } })).status).toBe(200);
+    expect((await (await fetch(`${base()}/pair`)).json()).data).toBe("😀");
+  });
+
   it("empty content is accepted the same on REST and on every RPC protocol", async () => {
     expect((await fetch(`${base()}/empty-rest`, { method: "PUT", body: "" })).status).toBe(200);
     expect((await (await fetch(`${base()}/empty-rest`)).json()).data).toBe("");

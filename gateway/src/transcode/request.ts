@@ -96,8 +96,14 @@ function textBody(req: FastifyRequest, field: DescField): string {
   if (/^application\/(.+\+)?json\b/i.test(req.headers["content-type"] ?? "") && text.trimStart().startsWith('"')) {
     try {
       const parsed: unknown = JSON.parse(text);
-      if (typeof parsed === "string") return parsed;
-    } catch {
+      if (typeof parsed === "string") {
+        // JSON escapes can spell half of a UTF-16 pair ("\ud800"), which no UTF-8 text holds: stored, it would come
+        // back as U+FFFD, not as sent. Connect and gRPC refuse such a string field too.
+        if (!parsed.isWellFormed()) throw invalid(`the JSON string holds a lone surrogate escape (\\ud800–\\udfff without its pair), which UTF-8 text cannot hold: send the pair, or the raw text`);
+        return parsed;
+      }
+    } catch (err) {
+      if (err instanceof ConnectError) throw err;
       // not a JSON string after all: the content is the text as sent
     }
   }

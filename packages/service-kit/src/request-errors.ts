@@ -15,14 +15,9 @@ const keepBomStrict = new TextDecoder("utf-8", { ignoreBOM: true, fatal: true })
 configureTextEncoding({
   encodeUtf8: (text) => encoder.encode(text),
   decodeUtf8: (bytes, strict) => (strict ? keepBomStrict : keepBom).decode(bytes),
-  checkUtf8: (text) => {
-    try {
-      encodeURIComponent(text); // throws on a lone surrogate, the one thing a JS string can hold that UTF-8 cannot
-      return true;
-    } catch {
-      return false;
-    }
-  },
+  // A lone surrogate is the one thing a JS string can hold that UTF-8 cannot. Every string field set through reflection
+  // (fromJson: every REST body) is checked, content of up to megabytes included: a scan, not a copy.
+  checkUtf8: (text) => text.isWellFormed(),
 });
 
 /** `err` as the listener answers it: request-decoding failures `invalid_argument`, over-size ones naming the limit. */
