@@ -109,6 +109,28 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect(b.ttlAt).toBe(T0 + 30_000);
     });
 
+    it("every list read answers as of its own time: after each write, as ttls pass, for an earlier time; a caller's changes to it stay its own", async () => {
+      const ns = freshNamespace();
+      const a = instance("svc", "a", 1, { ttlMs: 1000 });
+      const b = instance("svc", "b", 1, { ttlMs: 2000 });
+      await store.register(ns, a, T0);
+      const first = await store.listInstances(ns, "svc", T0);
+      expect(first).toEqual([a]);
+      first.pop(); // the caller's copy
+      expect(await store.listInstances(ns, "svc", T0 + 1)).toEqual([a]);
+      await store.register(ns, b, T0 + 2);
+      expect(await store.listInstances(ns, "svc", T0 + 3)).toEqual([a, b]);
+      expect(await store.listInstances(ns, "svc", T0 + 1000)).toEqual([b]); // a's ttl passed
+      expect(await store.listInstances(ns, "svc", T0 + 999)).toEqual([a, b]); // reads clean nothing: earlier, a is live
+      expect(await store.setMetadata(ns, "svc", b.instanceId, { z: "1" }, T0 + 4)).toBe(true);
+      expect((await store.listInstances(ns, "svc", T0 + 5)).map((r) => r.metadata)).toEqual([{}, { z: "1" }]);
+      expect(await store.renew(ns, "svc", a.instanceId, T0 + 600)).toEqual({ ttlAt: T0 + 1600 });
+      expect((await store.listInstances(ns, "svc", T0 + 1500)).map((r) => r.instanceId)).toEqual([a.instanceId, b.instanceId]);
+      expect(await store.deregister(ns, "svc", b.instanceId, T0 + 700)).toBe(true);
+      expect(await store.listInstances(ns, "svc", T0 + 701)).toEqual([expect.objectContaining({ instanceId: a.instanceId })]);
+      expect(await store.listInstances(ns, "svc", T0 + 1600)).toEqual([]);
+    });
+
     it("re-register replaces the record and metadata, and switches ephemeral ↔ fixed", async () => {
       const ns = freshNamespace();
       const eph = instance("svc", "h", 1, { metadata: { a: "1", b: "2" }, ttlMs: 1000 });
