@@ -1,4 +1,5 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
+export { perRecord } from "./per-record.js";
 export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, toConnectError } from "./errors.js";
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";

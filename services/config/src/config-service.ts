@@ -12,7 +12,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, limitExceeded, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, limitExceeded, perRecord, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -55,30 +55,12 @@ function checkVersion(version: number, field: string): void {
   }
 }
 
-
-// Store records are immutable and cached by the stores, so the message made from one can be reused too:
-// a hot config read then allocates nothing here.
-const configMessages = new WeakMap<ConfigRecord, Config>();
-function toConfig(r: ConfigRecord): Config {
-  let msg = configMessages.get(r);
-  if (!msg) {
-    msg = create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) });
-    configMessages.set(r, msg);
-  }
-  return msg;
-}
-
-// The answer of a GET as well: a message handed to the transport is passed on as it is (`create` of a message of the
-// output type returns it), so a hot read builds no response message either.
-const getResponses = new WeakMap<ConfigRecord, GetConfigResponse>();
-function getResponseOf(r: ConfigRecord): GetConfigResponse {
-  let msg = getResponses.get(r);
-  if (!msg) {
-    msg = create(GetConfigResponseSchema, { config: toConfig(r) });
-    getResponses.set(r, msg);
-  }
-  return msg;
-}
+// Store records are immutable and cached by the stores: the message made from one, and a GET's answer around it, are
+// made once (a message of the output type is passed on by the transport as it is): a hot read builds nothing here.
+const toConfig = perRecord(
+  (r: ConfigRecord): Config => create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) }),
+);
+const getResponseOf = perRecord((r: ConfigRecord): GetConfigResponse => create(GetConfigResponseSchema, { config: toConfig(r) }));
 
 const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
 

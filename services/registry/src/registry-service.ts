@@ -14,7 +14,7 @@ import {
   WatchInstancesResponseSchema,
   WatchServicesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, perRecord, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
@@ -48,12 +48,11 @@ export interface RegistryServiceDeps {
   topology?: TopologyRecorder;
 }
 
-// Store records are immutable, so the message made from one can be reused by every reader of it.
-const instanceMessages = new WeakMap<InstanceRecord, Instance>();
-export function toInstance(r: InstanceRecord): Instance {
-  let msg = instanceMessages.get(r);
-  if (!msg) {
-    msg = create(InstanceSchema, {
+// Store records are immutable: the message made from one, and `/lb`'s answer around it, are made once (a message of
+// the output type is passed on by the transport as it is).
+export const toInstance = perRecord(
+  (r: InstanceRecord): Instance =>
+    create(InstanceSchema, {
       instanceId: r.instanceId,
       serviceId: r.serviceId,
       schema: r.schema,
@@ -64,22 +63,9 @@ export function toInstance(r: InstanceRecord): Instance {
       ttlAt: r.ttlAt === undefined ? undefined : timestampFromMs(r.ttlAt),
       metadata: { ...r.metadata },
       isExpired: false,
-    });
-    instanceMessages.set(r, msg);
-  }
-  return msg;
-}
-
-// The answer of `/lb` too (see toInstance): the transport passes a message of the output type on as it is.
-const chosenResponses = new WeakMap<InstanceRecord, ChooseInstanceResponse>();
-function chosenResponseOf(r: InstanceRecord): ChooseInstanceResponse {
-  let msg = chosenResponses.get(r);
-  if (!msg) {
-    msg = create(ChooseInstanceResponseSchema, { instance: toInstance(r) });
-    chosenResponses.set(r, msg);
-  }
-  return msg;
-}
+    }),
+);
+const chosenResponseOf = perRecord((r: InstanceRecord): ChooseInstanceResponse => create(ChooseInstanceResponseSchema, { instance: toInstance(r) }));
 
 const instanceNotFound = (ns: string, serviceId: string, instanceId: string) =>
   new ConnectError(
