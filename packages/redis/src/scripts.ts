@@ -42,14 +42,27 @@ export function runScript(client: RedisClient, script: LuaScript, keys: string[]
 export function callScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], target: object = client): unknown {
   const variable = script.numberOfKeys < 0;
   if (!variable && keys.length !== script.numberOfKeys) throw new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`);
-  const run = define(client, script);
+  const run = define(client, script, "late");
   return variable ? run.call(target, keys.length, ...keys, ...args) : run.call(target, ...keys, ...args);
 }
 
-/** The script's command on `client`, registered on first use. */
-function define(client: RedisClient, script: LuaScript): ScriptCommand {
+/**
+ * The script's command on `client`, registered now if it is not yet. Registering while an auto-pipeline is being
+ * filled is unsafe: the open pipeline was made with the client's commands of that moment, so a call of the new one
+ * joins it as a callback without a command, ioredis throws "pipeline[…] is not a function", and the pipeline's replies
+ * go to the wrong callers until one throws "results[i] is not iterable" where no one can catch it: the process dies
+ * (ioredis #1931; its fix, #2180, is in no release yet: 6.0.0 is the newest). Ahead of load ({@link prepareScripts})
+ * nothing is open yet. A `late` registration (a first run that was not prepared, such as the ID generator's lease
+ * renewal a minute after start) may fall in any pipeline, so that command is kept out of auto-pipelines on this client:
+ * each call goes out on its own, which such rare calls can afford.
+ */
+function define(client: RedisClient, script: LuaScript, when: "ahead" | "late"): ScriptCommand {
   const commands = client as unknown as Record<string, ScriptCommand | undefined>;
   if (typeof commands[script.command] !== "function") {
+    if (when === "late" && client.options.enableAutoPipelining) {
+      // A new array: the default one is shared by every client ioredis makes.
+      client.options.autoPipeliningIgnoredCommands = [...(client.options.autoPipeliningIgnoredCommands ?? []), script.command];
+    }
     // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
     client.defineCommand(script.command, script.numberOfKeys < 0 ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
   }
@@ -57,10 +70,11 @@ function define(client: RedisClient, script: LuaScript): ScriptCommand {
 }
 
 /**
- * Registers `scripts` on `client` now rather than at their first run. Defining a command while an auto-pipeline is
- * being filled in the same tick misaligns its replies (ioredis #1931: "results[i] is not iterable"), so a store
- * whose client others use concurrently registers its scripts when it is created.
+ * Registers `scripts` on `client` ahead of their first run, so that they join the client's auto-pipelines like any
+ * other command. Call it before the client carries other callers' commands (a store does, when it is created): see
+ * `define` for what a registration amid auto-pipelined traffic would do. A script run without it still works, outside
+ * auto-pipelines.
  */
 export function prepareScripts(client: RedisClient, ...scripts: LuaScript[]): void {
-  for (const script of scripts) define(client, script);
+  for (const script of scripts) define(client, script, "ahead");
 }

@@ -66,6 +66,35 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     await hub.close();
   });
 
+  it("a script first run while the client's auto-pipeline is filling answers, and so does every command around it", async () => {
+    // What the ID generator's lease renewal did under load: its script was registered on the shared client at its
+    // first run, 60 s after start, while requests kept the auto-pipeline filling. ioredis then queued a callback but
+    // no command, threw "pipeline[…] is not a function", misaligned the pipeline's replies and killed the process
+    // with an uncaught "results[i] is not iterable".
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown) => uncaught.push(err);
+    process.on("uncaughtException", onUncaught);
+    try {
+      const late = defineScript(`late-${process.pid}-${Date.now()}`, 1, "return redis.call('INCRBY', KEYS[1], ARGV[1])");
+      await client.set("{p}:late", "0");
+      const around: Promise<string | null>[] = [];
+      const replies: Promise<unknown>[] = [];
+      for (let round = 0; round < 20; round++) {
+        for (let i = 0; i < 50; i++) around.push(client.echo(`r${round}-${i}`)); // keeps the auto-pipeline open
+        replies.push(runScript(client, late, ["{p}:late"], [1]));
+        for (let i = 0; i < 50; i++) around.push(client.echo(`s${round}-${i}`));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect((await Promise.all(replies)).sort((a, b) => Number(a) - Number(b))).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      const echoed = await Promise.all(around);
+      expect(echoed.filter((e, i) => e !== `${i % 100 < 50 ? "r" : "s"}${Math.floor(i / 100)}-${i % 50}`)).toEqual([]);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off("uncaughtException", onUncaught);
+    }
+  });
+
   it("an outage becomes StoreUnavailableError naming the server; readiness sees it; scripts survive an emptied script cache", async () => {
     const call = redisCaller(client);
     const incr = defineScript("incr", 1, "return redis.call('INCRBY', KEYS[1], ARGV[1])");
