@@ -196,7 +196,8 @@ function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: 
  * interceptor). A call that gets past authorization has its entry opened by {@link auditOpenInterceptor} while the
  * handler runs, so the entry is in the store before the answer leaves (no round trip of its own: the store write and
  * the handler overlap) and its outcome follows in a batch after the answer. A refused call's answer waits for its
- * one entry write.
+ * one entry write. On the embedded store, which dies with this process, there is nothing to open: every entry is
+ * written once, whole, with its outcome (see `createAuditWriter`).
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
@@ -259,11 +260,11 @@ function recordOutcome(
 /**
  * The inner half of the audit log, installed after the authorization interceptor: opens the entry of a call that got
  * past authorization (so its operator is known) while the handler runs. Streams are left to the outer half: their
- * first message, which names the resource, arrives later.
+ * first message, which names the resource, arrives later; so is everything when the writer opens no entries (embedded).
  */
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
-    const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
+    const call = req.stream || !writer.opensEntries ? undefined : req.contextValues.get(auditCallKey);
     if (call) {
       const b = call.base;
       const operator = operatorOf(req, ruleOf(req.method), req.message);

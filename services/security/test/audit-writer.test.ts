@@ -8,16 +8,17 @@ import type { SecurityStore } from "../src/store/security-store.js";
 const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `/r/${i}`, action: "PUT", status: 200, msg: "", opTime: i });
 
 /**
- * The embedded store, with its audit writes counted (`calls`: outcome writes, close or append) and, while `down`,
- * refused as Redis would refuse them; `loseOpens` acknowledges opens without storing them (a failover that lost them),
- * `failAppends` refuses that many appends.
+ * The embedded store standing in for Redis (`kind`: a store that outlives this process, so entries are opened), with its
+ * audit writes counted (`calls`: outcome writes, close or append) and, while `down`, refused as Redis would refuse them;
+ * `loseOpens` acknowledges opens without storing them (a failover that lost them), `failAppends` refuses that many appends.
  */
-function observedStore() {
+function observedStore(kind: SecurityStore["kind"] = "redis") {
   const store = createMemorySecurityStore();
   const state = { calls: 0, down: false, opens: 0, loseOpens: false, failAppends: 0 };
   const unavailable = () => new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
   const observed: SecurityStore = {
     ...store,
+    kind,
     async openAudit(entries) {
       state.opens++;
       if (state.down) throw unavailable();
@@ -106,6 +107,23 @@ describe("the audit writer", () => {
     await writer.flushed();
     expect(await store.readAudit(ALL)).toEqual([entry(1)]);
     expect(state.calls).toBe(2); // the close found nothing, the append stored it
+    await writer.close();
+  });
+
+  it("on the embedded store, which dies with the process, entries are not opened: each is stored once, whole, before the answer", async () => {
+    const { store, state } = observedStore("embedded");
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    expect(writer.opensEntries).toBe(false);
+    const stored = async () => (await store.readAudit(ALL)).map((e) => `${e.id}:${e.status}`);
+    // refused calls (never opened) do not wait either: nothing a store failure could lose
+    for (const [i, refused] of [[1, false], [2, true], [3, false]] as const) {
+      expect(writer.record(entry(i), refused)).toBeUndefined();
+      expect(state.calls).toBe(i); // in the store before record() returns, so before the call's answer
+    }
+    expect(await stored()).toEqual(["e3:200", "e2:200", "e1:200"]);
+    expect(state.opens).toBe(0);
+    // a writer for Redis opens entries
+    expect(createAuditWriter(observedStore().store, 1000, createLogger("test", "silent")).opensEntries).toBe(true);
     await writer.close();
   });
 
