@@ -122,9 +122,11 @@ describe("the audit writer", () => {
     }
     expect(await stored()).toEqual(["e3:200", "e2:200", "e1:200"]);
     expect(state.opens).toBe(0);
-    // a writer for Redis opens entries
-    expect(createAuditWriter(observedStore().store, 1000, createLogger("test", "silent")).opensEntries).toBe(true);
     await writer.close();
+    // a writer for Redis opens entries
+    const onRedis = createAuditWriter(observedStore().store, 1000, createLogger("test", "silent"));
+    expect(onRedis.opensEntries).toBe(true);
+    await onRedis.close();
   });
 
   it("a batch stored in part before a failure is retried without storing anything twice", async () => {
