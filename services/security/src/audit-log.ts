@@ -179,6 +179,7 @@ export function createAuditWriter(
   // into the store before the answer leaves (the open step and the batching cost an audited embedded PUT ~10 % of its
   // throughput, A/B).
   const opensEntries = store.kind !== "embedded";
+  const embeddedRefused = (err: unknown) => logger.error({ err }, "audit log: the embedded store refused an entry");
   const opened = openBatches(store, logger);
   const outcomes = outcomeQueue((batch: Outcome[]) => writeOutcomes(store, batch, maxEntries), logger);
   const sweep = (): Promise<void> =>
@@ -208,7 +209,7 @@ export function createAuditWriter(
     record(entry: AuditRecord, wait = false): Promise<void> | undefined {
       if (!opensEntries) {
         // stored synchronously (the embedded store's writes complete before their promise is returned)
-        store.appendAudit([entry], maxEntries).catch((err: unknown) => logger.error({ err, entry }, "audit log: the embedded store refused an entry"));
+        store.appendAudit([entry], maxEntries).catch(embeddedRefused);
         return undefined;
       }
       if (wait) {

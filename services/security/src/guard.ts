@@ -223,7 +223,7 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
     const call: AuditCall = {
       base: { id: opts.ids.nextId(), ip: cap(ip, 64), resource: cap(resourceOf(rule, first), 2048), action: rule.httpMethod, opTime: now() },
     };
-    req.contextValues.set(auditCallKey, call);
+    if (opts.writer.opensEntries) req.contextValues.set(auditCallKey, call); // for auditOpenInterceptor
     let res;
     try {
       res = await next(request as R);
@@ -260,11 +260,11 @@ function recordOutcome(
 /**
  * The inner half of the audit log, installed after the authorization interceptor: opens the entry of a call that got
  * past authorization (so its operator is known) while the handler runs. Streams are left to the outer half: their
- * first message, which names the resource, arrives later; so is everything when the writer opens no entries (embedded).
+ * first message, which names the resource, arrives later. Installed only when the writer opens entries (not embedded).
  */
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
-    const call = req.stream || !writer.opensEntries ? undefined : req.contextValues.get(auditCallKey);
+    const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
     if (call) {
       const b = call.base;
       const operator = operatorOf(req, ruleOf(req.method), req.message);

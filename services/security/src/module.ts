@@ -152,7 +152,8 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
       interceptors: [
         auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }),
         authorizationInterceptor(parts.core),
-        auditOpenInterceptor(parts.writer),
+        // no entries to open on the embedded store (see createAuditWriter): no layer for it either
+        ...(parts.writer.opensEntries ? [auditOpenInterceptor(parts.writer)] : []),
       ],
       notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login (audit: ${settings.auditAction})`],
       close,
