@@ -137,7 +137,7 @@ const fmt = (n: number, d = 0) => n.toFixed(d);
 
 /** What recording costs a discovery call in the handler itself: the recorder alone, a million calls, µs per call. */
 function recorderCost(): { anonymous: number; identified: number } {
-  const recorder = createTopologyRecorder({ store: { touch: async () => {}, edges: async () => [], prune: async () => 0, close: async () => {} }, namespaceRule: { requireHashTag: true }, now: Date.now });
+  const recorder = createTopologyRecorder({ store: { touch: async () => true, edges: async () => [], prune: async () => 0, close: async () => {} }, namespaceRule: { requireHashTag: true }, now: Date.now });
   const time = (headers: Record<string, string>) => {
     const ctx = { requestHeader: new Headers(headers) } as unknown as HandlerContext;
     const n = 1_000_000;

@@ -19,11 +19,11 @@ export interface TopologyEdge {
 
 export interface TopologyStore {
   /**
-   * Records that `consumer` discovered `producer` at `now`. Nothing is recorded unless `consumer` is a service of
-   * `namespace` (only registered services identify themselves). A namespace keeps at most `MAX_EDGES_PER_NAMESPACE`
-   * edges: the least recently seen go first.
+   * Records that `consumer` discovered `producer` at `now`; resolves false when nothing was recorded because `consumer`
+   * is not a service of `namespace` (only registered services identify themselves). A namespace keeps at most
+   * `MAX_EDGES_PER_NAMESPACE` edges: the least recently seen go first.
    */
-  touch(namespace: string, consumer: string, producer: string, now: number): Promise<void>;
+  touch(namespace: string, consumer: string, producer: string, now: number): Promise<boolean>;
   /** The edges of `namespace` seen after `since`, in no particular order. */
   edges(namespace: string, since: number): Promise<TopologyEdge[]>;
   /** Drops the edges of `namespace` last seen at or before `before`; returns how many. */
@@ -42,13 +42,14 @@ export function createMemoryTopologyStore(isService: (namespace: string, service
   const byNamespace = new Map<string, Map<string, TopologyEdge>>();
   return {
     async touch(ns, consumer, producer, now) {
-      if (!(await isService(ns, consumer))) return;
+      if (!(await isService(ns, consumer))) return false;
       let edges = byNamespace.get(ns);
       if (!edges) byNamespace.set(ns, (edges = new Map()));
       const key = member(consumer, producer);
       edges.delete(key); // re-inserted last: the map stays in last-seen order
       edges.set(key, { consumer, producer, lastSeen: now });
       if (edges.size > MAX_EDGES_PER_NAMESPACE) edges.delete(edges.keys().next().value!);
+      return true;
     },
     async edges(ns, since) {
       return [...(byNamespace.get(ns)?.values() ?? [])].filter((e) => e.lastSeen > since);
@@ -88,7 +89,7 @@ export function createRedisTopologyStore(client: RedisClient): TopologyStore {
   const key = (ns: string) => `${ns}:topology`;
   return {
     async touch(ns, consumer, producer, now) {
-      await call(() => runScript(client, TOUCH, [serviceKeys(ns, "")[0], key(ns)], [consumer, member(consumer, producer), now, MAX_EDGES_PER_NAMESPACE]));
+      return (await call(() => runScript(client, TOUCH, [serviceKeys(ns, "")[0], key(ns)], [consumer, member(consumer, producer), now, MAX_EDGES_PER_NAMESPACE]))) === 1;
     },
     async edges(ns, since) {
       const flat = await call(() => client.zrangebyscore(key(ns), `(${since}`, "+inf", "WITHSCORES"));
@@ -110,6 +111,11 @@ export const CONSUMER_NAMESPACE_HEADER = "x-gov-consumer-namespace";
 
 /** How often one process writes the same edge at most: discovery stays as fast with the header as without. */
 export const EDGE_WRITE_INTERVAL_MS = 60_000;
+/**
+ * How soon a consumer that was not (yet) a service of its namespace is checked again: a service that discovers its
+ * dependencies before it registers itself gets its edges from a few seconds after it registers, not a minute later.
+ */
+export const UNKNOWN_CONSUMER_RETRY_MS = 2_000;
 /** Edges remembered as recently written; past it the memory starts over (a few extra writes, never unbounded). */
 const MAX_REMEMBERED_EDGES = 50_000;
 
@@ -138,11 +144,13 @@ function valid(check: () => void): boolean {
 
 /**
  * Records topology edges off the request's path: at most one store write per edge per `EDGE_WRITE_INTERVAL_MS` in this
- * process, not awaited. Anonymous calls (no `X-Gov-Consumer`), self-discovery and malformed headers record nothing.
- * The consumer's namespace is `X-Gov-Consumer-Namespace` when given, else the request's.
+ * process (per `UNKNOWN_CONSUMER_RETRY_MS` while the consumer is not a service of its namespace), not awaited.
+ * Anonymous calls (no `X-Gov-Consumer`), self-discovery and malformed headers record nothing. The consumer's namespace
+ * is `X-Gov-Consumer-Namespace` when given, else the request's.
  */
 export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyRecorder {
-  const written = new Map<string, number>();
+  /** Edge → when this process may write it again. */
+  const nextWrite = new Map<string, number>();
   return {
     discovered(ctx, namespace, serviceId) {
       const consumer = ctx.requestHeader.get(CONSUMER_HEADER);
@@ -151,16 +159,21 @@ export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyReco
       if (consumerNs === namespace && consumer === serviceId) return;
       const edgeKey = `${consumerNs}\n${consumer}\n${namespace}\n${serviceId}`;
       const now = deps.now();
-      const last = written.get(edgeKey);
-      if (last !== undefined && now - last < EDGE_WRITE_INTERVAL_MS) return;
+      const next = nextWrite.get(edgeKey);
+      if (next !== undefined && now < next) return;
       if (!valid(() => checkServiceId(consumer)) || (consumerNs !== namespace && !valid(() => checkNamespace(consumerNs, deps.namespaceRule)))) return;
-      if (written.size >= MAX_REMEMBERED_EDGES) written.clear();
-      written.set(edgeKey, now);
+      if (nextWrite.size >= MAX_REMEMBERED_EDGES) nextWrite.clear();
+      nextWrite.set(edgeKey, now + EDGE_WRITE_INTERVAL_MS);
       const producer = consumerNs === namespace ? serviceId : `${namespace}.${serviceId}`;
-      deps.store.touch(consumerNs, consumer, producer, now).catch((err: unknown) => {
-        written.delete(edgeKey); // try again with the next call
-        deps.onError?.(err);
-      });
+      deps.store.touch(consumerNs, consumer, producer, now).then(
+        (recorded) => {
+          if (!recorded) nextWrite.set(edgeKey, now + UNKNOWN_CONSUMER_RETRY_MS);
+        },
+        (err: unknown) => {
+          nextWrite.delete(edgeKey); // try again with the next call
+          deps.onError?.(err);
+        },
+      );
     },
   };
 }

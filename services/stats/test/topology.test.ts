@@ -2,6 +2,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { createRegistryClient } from "@gov/registry-client";
+import { UNKNOWN_CONSUMER_RETRY_MS } from "@gov/registry-service";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -57,6 +58,15 @@ for (const target of statsTargets()) {
       expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "A" })).status).toBe(200);
       expect((await get(`${services(ns)}/B/lb`, { "x-gov-consumer": "C" })).status).toBe(200);
       await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"], C: ["B"] });
+    });
+
+    it("a consumer that discovers before it is a service is recorded once it registers, seconds later rather than a minute", async () => {
+      const ns = await setUp();
+      await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "late" }); // not a service of ns yet: nothing recorded
+      expect((await put(`${services(ns)}/late`)).statusCode).toBe(200);
+      skipped += UNKNOWN_CONSUMER_RETRY_MS + 1; // well inside EDGE_WRITE_INTERVAL_MS
+      await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "late" });
+      await expect.poll(() => topology(ns), POLL).toEqual({ late: ["B"] });
     });
 
     it("a consumer in another namespace (X-Gov-Consumer-Namespace) gets the producer as {ns}.{serviceId}", async () => {
