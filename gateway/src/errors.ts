@@ -1,27 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
-import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, LIMIT_METADATA, routerRefusal } from "@gov/service-kit";
-
-/** The one code → HTTP status table of the REST API (contract §3; failed_precondition is 412 here, not Connect's 400). */
-const STATUS: Record<Code, number> = {
-  [Code.Canceled]: 499,
-  [Code.Unknown]: 500,
-  [Code.InvalidArgument]: 400,
-  [Code.DeadlineExceeded]: 504,
-  [Code.NotFound]: 404,
-  [Code.AlreadyExists]: 409,
-  [Code.PermissionDenied]: 403,
-  [Code.ResourceExhausted]: 429,
-  [Code.FailedPrecondition]: 412,
-  [Code.Aborted]: 409,
-  [Code.OutOfRange]: 400,
-  [Code.Unimplemented]: 501,
-  [Code.Internal]: 500,
-  [Code.Unavailable]: 503,
-  [Code.DataLoss]: 500,
-  [Code.Unauthenticated]: 401,
-};
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal } from "@gov/service-kit";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -78,11 +58,7 @@ function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | u
 }
 
 export function toRestError(err: unknown, limits: ErrorLimits = {}): RestError {
-  if (err instanceof ConnectError) {
-    // A size limit is 413 (contract §3); resource_exhausted without the marker (a quota) keeps the table's 429.
-    const status = err.code === Code.ResourceExhausted && err.metadata.has(LIMIT_METADATA) ? 413 : (STATUS[err.code] ?? 500);
-    return { status, body: { code: codeName(err.code), message: err.rawMessage } };
-  }
+  if (err instanceof ConnectError) return { status: restStatusOf(err), body: { code: codeName(err.code), message: err.rawMessage } };
   if (err instanceof HttpError) return { status: err.statusCode, body: { code: err.connectCode, message: err.message } };
   return fromFastifyError(err as FastifyError, limits) ?? { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
 }

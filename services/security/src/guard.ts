@@ -1,8 +1,8 @@
 import { getOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
-import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { http } from "@gov/api";
+import { restStatusOf } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
 import { NO_OUTCOME, type AuditWriter } from "./audit-log.js";
@@ -42,6 +42,13 @@ function namespaceOf(rule: MethodRule, message: unknown): unknown {
   return value;
 }
 
+/**
+ * The services every gRPC listener serves beside ours (contract §8), open to anyone: Kubernetes gRPC probes and load
+ * balancers call Health without a token, and reflection describes what `/openapi.json` already publishes. Both only
+ * read, so the default audit selection (`write`) leaves them out.
+ */
+const INFRASTRUCTURE = new Set(["grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"]);
+
 const rules = new Map<DescMethod, MethodRule>();
 export function ruleOf(method: DescMethod): MethodRule {
   let rule = rules.get(method);
@@ -50,9 +57,10 @@ export function ruleOf(method: DescMethod): MethodRule {
     const pattern = httpRule?.pattern;
     const hasTemplate = pattern && pattern.case !== undefined && pattern.case !== "custom";
     const template = hasTemplate ? (pattern.value as string) : `/${method.parent.typeName}/${method.name}`;
+    const infrastructure = INFRASTRUCTURE.has(method.parent.typeName);
     rule = {
-      access: getOption(method, access),
-      read: method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
+      access: infrastructure ? Access.PUBLIC : getOption(method, access),
+      read: infrastructure || method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
       namespacePath: namespacePathOf(method.input),
       httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
       template,
@@ -229,7 +237,7 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       res = await next(request as R);
     } catch (err) {
       const e = ConnectError.from(err);
-      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, codeToHttpStatus(e.code), e.rawMessage);
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), e.rawMessage);
       if (wait) await wait;
       throw err;
     }

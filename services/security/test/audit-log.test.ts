@@ -1,4 +1,6 @@
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
+import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { clientsOf, ns, ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
 
@@ -52,6 +54,20 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         // logins are writes (POST): the operator is the user it was for
         const logins = await query(p, root, "?query=/v1/authenticate/hank/login");
         expect(logins.list[0]).toMatchObject({ operator: "hank", action: "POST", status: 200 });
+      });
+
+      it("records the status the REST API answers, whatever the protocol: failed_precondition is 412", async () => {
+        const dev = ns("busy");
+        expect((await p.rest("PUT", `/v1/namespaces/${dev}/services/order/instances`, { token: root, body: { schema: "http", host: "10.0.0.1", port: 80 } })).status).toBe(200);
+        expect((await p.rest("DELETE", `/v1/namespaces/${dev}/services/order`, { token: root })).status).toBe(412);
+        const [connect] = clientsOf(RegistryService, p, root);
+        const refused = await connect.client.deleteService({ namespace: dev, serviceId: "order" }).catch((err: unknown) => ConnectError.from(err));
+        expect((refused as ConnectError).code).toBe(Code.FailedPrecondition);
+        const { list } = await query(p, root, `?query=${seg(dev)}/services/order&successful=false`);
+        expect(list.map((e) => [e.action, e.status])).toEqual([
+          ["DELETE", 412],
+          ["DELETE", 412],
+        ]);
       });
 
       it("pages and filters: offset, limit, query, from, to, successful", async () => {

@@ -1,7 +1,10 @@
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
+import { ServerReflection } from "@gov/api/gen/grpc/reflection/v1/reflection_pb";
+import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readableNamespaces } from "../src/principal.js";
 import { clientsOf, ns, ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
@@ -54,6 +57,26 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect(refused.body).toEqual({ code: "permission_denied", message: expect.stringContaining(`no "r" permission on namespace`) });
       expect((await p.rest("GET", "/v1/users", { token: nobody })).status).toBe(403);
       for (const { name, client } of clientsOf(SecurityService, p, nobody)) expect(await codeOf(client.listUsers({})), name).toBe("PermissionDenied");
+    });
+
+    it("gRPC health and reflection answer without a token (Kubernetes probes, buf curl) and are not audited by default", async () => {
+      const anonymous = createGrpcTransport({ baseUrl: p.grpcUrl });
+      expect((await createClient(Health, anonymous).check({ service: "" })).status).toBe(Serving.SERVING);
+      async function* listServices() {
+        yield { messageRequest: { case: "listServices" as const, value: "" } };
+      }
+      const listed: string[] = [];
+      for await (const res of createClient(ServerReflection, anonymous).serverReflectionInfo(listServices())) {
+        if (res.messageResponse.case === "listServicesResponse") listed.push(...res.messageResponse.value.service.map((s) => s.name));
+        break;
+      }
+      expect(listed).toContain("gov.config.v1.ConfigService");
+      // An audited write after them: once its entry is in the log, an entry of theirs would be too.
+      const marker = ns("probe");
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(marker)}/configs/a.yaml`, { token: root, body: "a: 1" })).status).toBe(200);
+      const audit = async (query: string) => (await p.rest("GET", `/v1/audit-log?query=${seg(query)}`, { token: root })).body as { total: number };
+      await expect.poll(async () => (await audit(marker)).total, { timeout: 10_000 }).toBe(1);
+      expect((await audit("grpc.")).total).toBe(0);
     });
 
     it("expired and refresh-as-access tokens are 401 on REST and Connect; a refresh works and is not an access token", async () => {
