@@ -60,7 +60,7 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
     app.delete<{ Params: Params }>("/actuator/idgen/:name", async (req, reply) => {
       if (!o.deleteEnabled) {
         void reply.header("allow", "GET");
-        return refuse(reply, 405, "method_not_allowed", "removing a generator is switched off: set idgen.actuator.delete.enabled=true to allow DELETE /actuator/idgen/{name}");
+        return refuse(reply, 405, "unimplemented", "removing a generator is switched off: set idgen.actuator.delete.enabled=true to allow DELETE /actuator/idgen/{name}");
       }
       if (!(await requireAdmin(req, reply, o.authorize))) return reply;
       const name = req.params.name!;
