@@ -9,7 +9,7 @@ import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from 
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
 import { registerRestRoutes } from "./transcode/register.js";
-import { DEFAULT_RESPONSE_OPTIONS } from "./transcode/response.js";
+import { DEFAULT_RESPONSE_OPTIONS, sendJsonText } from "./transcode/response.js";
 import { readRawBody } from "./transcode/request.js";
 
 export interface GatewayOptions {
@@ -70,7 +70,9 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     document = buildOpenApi(routes, { title: "Governance REST API", version: "v1" }, await protoDocsOf(options.services.map((s) => s.service)));
   });
 
-  app.get("/openapi.json", { schema: { hide: true } }, async () => document);
+  // Its text and compressed forms are made once: the document never changes while the process runs.
+  const documentText = JSON.stringify(document);
+  app.get("/openapi.json", { schema: { hide: true } }, (_req, reply) => sendJsonText(reply, documentText, document, DEFAULT_RESPONSE_OPTIONS));
   await app.register(swagger, { mode: "static", specification: { document: document as never } });
   await app.register(swaggerUi, { routePrefix: "/docs" });
 

@@ -1,3 +1,4 @@
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { ConfigService } from "@gov/api";
 import { createMemoryConfigStore } from "@gov/config-service";
@@ -162,6 +163,15 @@ describe("the REST surface derives from the proto", () => {
     expect(await read()).toBe('"quoted"');
     await gw.app.inject({ method: "PUT", url, headers: { "content-type": "application/json" }, payload: JSON.stringify("port: 8080\n") });
     expect(await read()).toBe("port: 8080\n");
+  });
+
+  it("is sent compressed to clients that accept it (br, gzip), the same document", async () => {
+    for (const [encoding, decode] of [["br", brotliDecompressSync], ["gzip", gunzipSync]] as const) {
+      const r = await gw.app.inject({ method: "GET", url: "/openapi.json", headers: { "accept-encoding": encoding } });
+      expect([r.statusCode, r.headers["content-encoding"], r.headers.vary]).toEqual([200, encoding, "Accept-Encoding"]);
+      expect(r.rawPayload.length).toBeLessThan(JSON.stringify(doc).length / 4);
+      expect(JSON.parse(decode(r.rawPayload).toString())).toEqual(doc);
+    }
   });
 
   it("/docs renders the API reference", async () => {

@@ -188,11 +188,12 @@ const ENCODINGS = ["br", "gzip"];
 // Quality 4: about gzip's speed with a smaller result; 11 (the default) is many times slower for a few percent.
 const BROTLI_OPTIONS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 4 } };
 
-// Compressed bodies by the answered message and encoding: services hand out the same immutable message for an
-// unchanged record, so a large hot config is compressed once, like its JSON text.
-const compressedBodies = new WeakMap<Message, Map<string, Buffer>>();
+// Compressed bodies by the answered message (or another object standing for an unchanging body) and encoding: services
+// hand out the same immutable message for an unchanged record, so a large hot config is compressed once, like its JSON
+// text.
+const compressedBodies = new WeakMap<object, Map<string, Buffer>>();
 
-async function compressed(body: string, encoding: string, key: Message | undefined): Promise<Buffer> {
+async function compressed(body: string, encoding: string, key: object | undefined): Promise<Buffer> {
   const cached = key && compressedBodies.get(key)?.get(encoding);
   if (cached) return cached;
   const out = encoding === "br" ? await brotli(body, BROTLI_OPTIONS) : await gzipAsync(body);
@@ -224,14 +225,21 @@ export function sendUnaryResponse(
     if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) return reply.code(304).send();
   }
   // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
-  const body = responseBody(route, msg);
+  return sendJsonText(reply, responseBody(route, msg), respondedMessage(route, msg), options);
+}
+
+/**
+ * Sends `body`, JSON text, compressed (br or gzip) when it is large and the client accepts it. `key`: an object that
+ * stands for this exact body as long as it lives (its compressed forms are then made once), or undefined.
+ */
+export function sendJsonText(reply: FastifyReply, body: string, key: object | undefined, options: Pick<ResponseOptions, "compressMinBytes">): FastifyReply | Promise<FastifyReply> {
   reply.type("application/json");
   if (body.length < options.compressMinBytes) return reply.send(body);
   reply.header("Vary", "Accept-Encoding");
   const accepted = reply.request.headers["accept-encoding"];
   const encoding = accepted ? negotiate(accepted, ENCODINGS) : null;
   if (encoding === null) return reply.send(body);
-  return compressed(body, encoding, respondedMessage(route, msg)).then((out) => reply.header("Content-Encoding", encoding).send(out));
+  return compressed(body, encoding, key).then((out) => reply.header("Content-Encoding", encoding).send(out));
 }
 
 /**
