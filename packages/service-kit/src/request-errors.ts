@@ -1,7 +1,7 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalHandlerFn, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
-import { configureTextEncoding } from "@bufbuild/protobuf/wire";
+import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { mapBody } from "./universal-body.js";
@@ -95,6 +95,10 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
   const oneMessage = handler.method.methodKind === "unary" || handler.method.methodKind === "server_streaming";
   const bodyTimeoutMs = guards.bodyTimeoutMs ?? REQUEST_TIMEOUT.ms;
   const handle: UniversalHandlerFn = async (request) => {
+    if (request.method === "GET") {
+      const refused = badGetMessage(request.url, method);
+      if (refused) return refused;
+    }
     const body = request.body;
     if (oneMessage && bodyTimeoutMs > 0 && typeof body === "object" && body !== null && Symbol.asyncIterator in body) {
       request = { ...request, body: withDeadline(body as AsyncIterable<Uint8Array>, bodyTimeoutMs) };
@@ -113,6 +117,28 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
 }
 
 type Fix = (code: Code, message: string) => { code: Code; message: string } | undefined;
+
+/**
+ * A Connect GET whose `message` is flagged base64 (`base64=1`) but is not: Connect-ES's decoder throws a plain Error
+ * there, which it answers as `internal` ("internal error", nothing logged) — the client's mistake reported as our bug.
+ * Refused here as `invalid_argument` before Connect-ES reads it; undefined for everything else (decoded twice, but
+ * only on this rare path).
+ */
+function badGetMessage(url: string, inputType: string): UniversalServerResponse | undefined {
+  const query = url.indexOf("?");
+  if (query < 0) return undefined;
+  const params = new URLSearchParams(url.slice(query + 1));
+  if (params.get("base64") !== "1") return undefined;
+  try {
+    base64Decode(params.get("message") ?? "");
+    return undefined;
+  } catch {
+    const body = encoder.encode(
+      JSON.stringify({ code: "invalid_argument", message: `the message query parameter is not base64 (base64=1): send the ${inputType} base64url-encoded, or JSON with encoding=json and no base64` }),
+    );
+    return { status: 400, header: new Headers({ "content-type": "application/json", "content-length": String(body.byteLength) }), body: single(body) };
+  }
+}
 
 /** Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code. */
 async function fixUnaryError(res: UniversalServerResponse, fix: Fix): Promise<UniversalServerResponse> {

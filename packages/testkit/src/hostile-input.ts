@@ -2,6 +2,7 @@ import { createHmac } from "node:crypto";
 import http2 from "node:http2";
 import net from "node:net";
 import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { http } from "@gov/api";
 import { describe, expect, it } from "vitest";
 
@@ -239,6 +240,15 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           it("garbage JSON on Connect is invalid_argument", async () => {
             const { connectUrl } = options.target();
             await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"a":', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+          });
+        }
+        if (!streaming && method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) {
+          it("a Connect GET whose base64 message is not base64 is invalid_argument, not internal", async () => {
+            const { connectUrl } = options.target();
+            for (const encoding of ["proto", "json"]) {
+              const url = `${connectUrl}${rpcPath(method)}?connect=v1&encoding=${encoding}&base64=1&message=${encodeURIComponent("!!!")}`;
+              await expectErrorShape(await send(url, { signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+            }
           });
         }
         it("garbage protobuf on gRPC-Web is status 3 (invalid_argument)", async () => {
