@@ -18,6 +18,8 @@ const seeUrl: Interceptor = (next) => (req) => {
 };
 
 let server: ConnectServer;
+/** Calls of Say that reached the handler. */
+let handled = 0;
 beforeAll(async () => {
   server = await serveConnect({
     port: 0,
@@ -28,6 +30,7 @@ beforeAll(async () => {
     routes: (router) =>
       router.service(EchoService, {
         async say(req, ctx: HandlerContext) {
+          handled++;
           ctx.responseHeader.set("x-t-header", "h");
           ctx.responseTrailer.set("x-t-trailer", "t");
           if (req.value === "fail") {
@@ -124,5 +127,15 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
     expect(Date.now() - started).toBeLessThan(450);
     expect(lean.status).toBe(504);
     expect(JSON.parse(lean.body).code).toBe("deadline_exceeded");
+    // Say is not NO_SIDE_EFFECTS: a write cut by its deadline may have been applied, and the answer says so
+    expect(JSON.parse(lean.body).message).toContain("may or may not have been applied");
+  });
+
+  it("a deadline already passed (connect-timeout-ms: 0) is refused without running the handler", async () => {
+    const before = handled;
+    const lean = await say(Buffer.from('"hello"'), "application/json", false, { "connect-timeout-ms": "0" });
+    expect([lean.status, JSON.parse(lean.body).code]).toEqual([504, "deadline_exceeded"]);
+    expect(JSON.parse(lean.body).message).not.toContain("may or may not");
+    expect(handled).toBe(before);
   });
 });

@@ -1,4 +1,5 @@
 import { create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   ConnectError,
@@ -168,11 +169,25 @@ async function* oneMessage(message: Promise<unknown>): AsyncIterable<unknown> {
   yield await message;
 }
 
-/** Rejects with the signal's reason (cancelled, or deadline exceeded) once it aborts, as a network client would. */
-function raceAbort<T>(call: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(ConnectError.from(getAbortSignalReason(signal), Code.Canceled));
+/** The error of a call whose signal aborted: its reason, and for a write cut by its deadline, that it may have been applied. */
+function abortError(signal: AbortSignal, method: DescMethod): ConnectError {
+  const err = ConnectError.from(getAbortSignalReason(signal), Code.Canceled);
+  if (err.code !== Code.DeadlineExceeded || method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return err;
+  return new ConnectError(`the deadline passed before the answer (${err.rawMessage}): the write may or may not have been applied; read it back before repeating it`, Code.DeadlineExceeded);
+}
+
+/**
+ * Rejects with the signal's reason (cancelled, or deadline exceeded) once it aborts, as a network client would. The
+ * call has started (it is a promise): its own outcome is then left to run out, observed so that a failure of it is
+ * not an unhandled rejection.
+ */
+function raceAbort<T>(call: Promise<T>, signal: AbortSignal, method: DescMethod): Promise<T> {
+  if (signal.aborted) {
+    call.catch(() => undefined);
+    return Promise.reject(abortError(signal, method));
+  }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(ConnectError.from(getAbortSignalReason(signal), Code.Canceled));
+    const onAbort = () => reject(abortError(signal, method));
     signal.addEventListener("abort", onAbort, { once: true });
     call.then(
       (v) => {
@@ -269,8 +284,10 @@ export function inProcessTransport(
         }
         const call = callSignal(signal, timeoutMs);
         try {
+          // Already over (a deadline of 0, a cancelled caller): the call is not started, so nothing was applied.
+          if (call.signal.aborted) throw ConnectError.from(getAbortSignalReason(call.signal), Code.Canceled);
           const req = new InProcessRequest(method, false, message, urlOf(method), call.signal, header, deadlineOf(timeoutMs));
-          return (await raceAbort(callUnary(req as unknown as UnaryRequest), call.signal)) as never;
+          return (await raceAbort(callUnary(req as unknown as UnaryRequest), call.signal, method)) as never;
         } finally {
           call.cleanup?.();
         }
@@ -284,8 +301,9 @@ export function inProcessTransport(
       const req = new InProcessRequest(method, true, normalized(method.input, input), urlOf(method), call.signal, header, deadlineOf(timeoutMs));
       let res: StreamResponse;
       try {
+        if (call.signal.aborted) throw ConnectError.from(getAbortSignalReason(call.signal), Code.Canceled); // not started
         const started = callStream(req as unknown as StreamRequest);
-        res = await (call.signal === NEVER ? started : raceAbort(started, call.signal));
+        res = await (call.signal === NEVER ? started : raceAbort(started, call.signal, method));
       } catch (err) {
         call.cleanup?.();
         throw ConnectError.from(err);
@@ -309,7 +327,7 @@ export function inProcessTransport(
       // caller sees the headers a handler sets before its first yield.
       try {
         const first = untilFirst(received());
-        return { ...res, message: await (callerSignal === NEVER ? first : raceAbort(first, callerSignal)) } as never;
+        return { ...res, message: await (callerSignal === NEVER ? first : raceAbort(first, callerSignal, method)) } as never;
       } catch (err) {
         call.cleanup?.();
         throw err;
