@@ -83,6 +83,14 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     expect([r.statusCode, r.json().code]).toEqual([400, "invalid_argument"]);
   });
 
+  it("an unknown import policy is refused without echoing it whole", async () => {
+    const policy = "p".repeat(15_000);
+    const r = await gw.app.inject({ method: "POST", url: `/v1/namespaces/${seg(n)}/configs?policy=${policy}`, payload: "", headers: { "content-type": "application/zip" } });
+    expect([r.statusCode, r.json().code]).toEqual([400, "invalid_argument"]);
+    expect(r.json().message).toMatch(/use skip \(default\) or overwrite/);
+    expect(r.body.length).toBeLessThan(500);
+  });
+
   it("what a JSON body says wins over the query string", async () => {
     const r = await gw.app.inject({
       method: "POST",

@@ -137,7 +137,7 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   app.setNotFoundHandler((req, reply) => {
     void reply.status(404).send({
       code: "not_found",
-      message: `no endpoint ${req.method} ${req.url.split("?")[0]} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
+      message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
     });
   });
   return app;

@@ -135,6 +135,8 @@ describe("a service's gRPC listener", () => {
         state.set(true);
       }
       await expect(check("no.such.Service")).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+      const long = await check("x".repeat(15_000)).catch((err: { details: string }) => err);
+      expect((long as { details: string }).details.length).toBeLessThan(500); // the name is not echoed whole
     });
 
     it("List reports every served service; Watch of an unknown service says SERVICE_UNKNOWN instead of failing", async () => {

@@ -12,7 +12,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, limitExceeded, perRecord, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, excerpt, limitExceeded, perRecord, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -145,7 +145,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       checkTarget(req.namespace);
       const policy = req.policy || "skip";
       if (policy !== "skip" && policy !== "overwrite") {
-        throw new ConnectError(`policy "${req.policy}" is not known: use skip (default) or overwrite`, Code.InvalidArgument);
+        throw new ConnectError(`policy "${excerpt(req.policy)}" is not known: use skip (default) or overwrite`, Code.InvalidArgument);
       }
       // Every limit and every entry is checked before the first write (zip-archive.ts); then one write per entry.
       const entries = await readImportArchive(req.importZip, limits, ctx.signal);

@@ -1,5 +1,6 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@gov/api/gen/health/v1/health_pb";
+import { excerpt } from "../http-errors.js";
 
 /** Whether the process serves: the process runner passes its readiness (DOWN while the store is gone or at shutdown). */
 export interface ServingState {
@@ -23,7 +24,7 @@ export function healthRoutes(serviceNames: readonly string[], state: ServingStat
     router.service(Health, {
       check(req) {
         if (!known.has(req.service)) {
-          throw new ConnectError(`service "${req.service}" is not served here: ask for "" (the whole server) or one of ${[...known].filter(Boolean).join(", ")}`, Code.NotFound);
+          throw new ConnectError(`service "${excerpt(req.service)}" is not served here: ask for "" (the whole server) or one of ${[...known].filter(Boolean).join(", ")}`, Code.NotFound);
         }
         return { status: statusOf(req.service) };
       },
