@@ -17,6 +17,20 @@ export function routerRefusal(err: { code?: string }): { status: number; body: {
 }
 
 /**
+ * What Fastify itself refuses (a body it cannot parse or over its limit, a slow body, a bad URL), in the contract's
+ * shape; `tooLarge` is the 413's message. Anything else is a 500 whose details stay in the log.
+ */
+export function fastifyRefusal(err: FastifyError, tooLarge: string): { status: number; body: { code: string; message: string } } {
+  const refused = routerRefusal(err);
+  if (refused) return refused;
+  const status = err.statusCode ?? 500;
+  if (status === 413) return { status, body: { code: "resource_exhausted", message: tooLarge } };
+  if (status === 408) return { status, body: { code: "deadline_exceeded", message: `the request did not arrive in time (${REQUEST_TIMEOUT.setting}): send it at once` } };
+  if (status >= 400 && status < 500) return { status, body: { code: "invalid_argument", message: excerpt(err.message) } };
+  return { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
+}
+
+/**
  * Fastify's `frameworkErrors`, for every listener: the router's refusals (bad percent-escape, over-long path segment)
  * in the contract's shape, never echoing the URL (Fastify's own answer quotes all of it).
  */

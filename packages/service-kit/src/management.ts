@@ -1,6 +1,6 @@
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { ServingState } from "./grpc/health.js";
-import { clientErrorHandler, excerpt, frameworkErrorHandler, routerRefusal } from "./http-errors.js";
+import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler } from "./http-errors.js";
 import { REQUEST_TIMEOUT } from "./request-errors.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
@@ -144,12 +144,5 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
 }
 
 /** What Fastify refuses on the management port (a body, a slow body, a bad URL), in the contract's shape. */
-function managementRefusal(err: FastifyError): { status: number; body: { code: string; message: string } } {
-  const refused = routerRefusal(err);
-  if (refused) return refused;
-  const status = err.statusCode ?? 500;
-  if (status === 413) return { status, body: { code: "resource_exhausted", message: `the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body` } };
-  if (status === 408) return { status, body: { code: "deadline_exceeded", message: `the request did not arrive in time (${REQUEST_TIMEOUT.setting}): send it at once` } };
-  if (status >= 400 && status < 500) return { status, body: { code: "invalid_argument", message: excerpt(err.message) } };
-  return { status: 500, body: { code: "internal", message: "internal error: the server logged the details" } };
-}
+const managementRefusal = (err: FastifyError) =>
+  fastifyRefusal(err, `the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`);

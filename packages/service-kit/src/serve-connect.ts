@@ -1,7 +1,7 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
-import { fastify, type FastifyInstance } from "fastify";
+import { fastify, type FastifyError, type FastifyInstance } from "fastify";
 import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { logListening, quietFastifyLogging } from "./fastify-logging.js";
@@ -12,7 +12,7 @@ import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { serveConnectUnary } from "./connect-unary.js";
-import { clientErrorHandler, excerpt, frameworkErrorHandler } from "./http-errors.js";
+import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
 export interface ConnectRoutesOptions {
@@ -94,6 +94,13 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     // below serves everything else on the same paths.
     if (!http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors: options.interceptors ?? [], limit: guardsOf(options).limit! });
     await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES });
+  });
+  // Connect-ES answers everything on its own paths; this is what Fastify refuses before the 404 of any other path (a
+  // body it cannot parse, or over its default limit), in the contract's shape rather than Fastify's.
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const answer = fastifyRefusal(err, `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`);
+    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "request failed");
+    void reply.status(answer.status).type("application/json").send(answer.body);
   });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return;

@@ -1,3 +1,4 @@
+import http2 from "node:http2";
 // What gRPC, Connect and gRPC-Web clients the project did not write see on a service's listeners: reflection and
 // health (buf curl, grpc-js), unknown methods, grpc-message, deadlines on watches, grpc-web-text.
 import { execFile } from "node:child_process";
@@ -168,6 +169,29 @@ describe("a service's gRPC listener", () => {
       call.cancel();
       expect(seen).toEqual([Status.SERVING, Status.NOT_SERVING, Status.SERVING]);
     });
+  });
+
+  it("refuses what Fastify parses before a 404 (a bad JSON body, one over its limit) in the contract's shape", async () => {
+    const post = (body: Buffer) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const session = http2.connect(server.grpcUrl);
+        session.on("error", reject);
+        const req = session.request({ ":method": "POST", ":path": "/gov.nope.v1.X/Y", "content-type": "application/json" });
+        let text = "";
+        let status = 0;
+        req.on("response", (headers) => (status = Number(headers[":status"])));
+        req.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        req.on("end", () => {
+          session.close();
+          resolve({ status, body: text });
+        });
+        req.on("error", reject);
+        req.end(body);
+      });
+    const bad = await post(Buffer.from("{"));
+    expect([bad.status, JSON.parse(bad.body)]).toEqual([400, { code: "invalid_argument", message: expect.any(String) }]);
+    const big = await post(Buffer.alloc(2 * 1024 * 1024, "a"));
+    expect([big.status, JSON.parse(big.body)]).toEqual([413, { code: "resource_exhausted", message: expect.stringMatching(/over the limit of \d+ bytes/) }]);
   });
 
   it("answers an unknown gRPC method with grpc-status 12 (grpc-js)", async () => {
