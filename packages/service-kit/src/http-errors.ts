@@ -1,9 +1,9 @@
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { excerpt } from "./excerpt.js";
 import { REQUEST_TIMEOUT } from "./request-errors.js";
 
-/** Never echo what the client sent beyond a short, printable excerpt. */
-export const excerpt = (text: string) => (text.length > 120 ? `${text.slice(0, 120)}…` : text).replace(/[^\x20-\x7e]/g, "?");
+export { excerpt };
 
 /** The router's own refusals as `{code, message}` (status, body), or undefined for an error it does not know. */
 export function routerRefusal(err: { code?: string }): { status: number; body: { code: string; message: string } } | undefined {

@@ -1,9 +1,10 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
-import type { UniversalHandler, UniversalHandlerFn, UniversalServerResponse } from "@connectrpc/connect/protocol";
+import type { UniversalHandler, UniversalHandlerFn, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
+import { excerpt } from "./excerpt.js";
 import { mapBody } from "./universal-body.js";
 
 // Content is stored exactly as sent (contract §3): a leading UTF-8 BOM is part of a string field, not a marker to
@@ -104,7 +105,7 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
       request = { ...request, body: withDeadline(body as AsyncIterable<Uint8Array>, bodyTimeoutMs) };
     }
     const res = await handler(request);
-    if (!res.body) return res;
+    if (!res.body) return res.status === 405 || res.status === 415 ? bareRefusal(res, request, handler) : res;
     const type = res.header?.get("content-type") ?? "";
     if (type.startsWith("application/grpc-web")) return { ...res, body: mapBody(res.body, (chunk) => fixGrpcWebTrailer(chunk, fix)) };
     if (type.startsWith("application/grpc")) return { ...res, body: mapBody(res.body, undefined, () => fixGrpcTrailer(res.trailer, fix)) };
@@ -117,6 +118,32 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
 }
 
 type Fix = (code: Code, message: string) => { code: Code; message: string } | undefined;
+
+/**
+ * Connect-ES answers a wrong HTTP method (405) and a content type its protocols do not take (415) with the status
+ * alone; every failure of ours carries `{code, message}` (contract §3), and a 405 names what is allowed.
+ */
+function bareRefusal(res: UniversalServerResponse, request: UniversalServerRequest, handler: UniversalHandler): UniversalServerResponse {
+  const path = excerpt(new URL(request.url, "http://x").pathname);
+  const header = new Headers(res.header);
+  let body: { code: string; message: string };
+  if (res.status === 405) {
+    header.set("allow", handler.allowedMethods.join(", "));
+    body = { code: "unimplemented", message: `${request.method} is not allowed on ${path}: use ${handler.allowedMethods.join(" or ")}` };
+  } else if (request.method === "GET") {
+    body = { code: "invalid_argument", message: `a Connect GET of ${path} carries its request in the query: encoding=json (or proto with base64=1), message=<the request>, connect=v1` };
+  } else {
+    const type = excerpt(request.header.get("content-type") ?? "none");
+    body = {
+      code: "invalid_argument",
+      message: `content type ${type} is not one ${path} takes: application/json or application/proto (Connect${handler.method.methodKind === "unary" ? "" : ", as application/connect+json or +proto for streams"}), application/grpc, application/grpc-web`,
+    };
+  }
+  const bytes = encoder.encode(JSON.stringify(body));
+  header.set("content-type", "application/json");
+  header.set("content-length", String(bytes.byteLength));
+  return { status: res.status, header, body: single(bytes) };
+}
 
 /**
  * A Connect GET whose `message` is flagged base64 (`base64=1`) but is not: Connect-ES's decoder throws a plain Error

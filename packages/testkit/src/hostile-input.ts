@@ -242,6 +242,15 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"a":', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
           });
         }
+        it("a wrong HTTP method is 405 with Allow, a content type no protocol takes 415, both as {code, message}", async () => {
+          const { connectUrl } = options.target();
+          const wrong = await send(connectUrl + rpcPath(method), { method: "PUT", body: "{}", headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+          const allow = wrong.headers.get("allow") ?? "";
+          await expectErrorShape(wrong, 405, "unimplemented");
+          expect(allow.split(/,\s*/)).toContain("POST");
+          const type = await send(connectUrl + rpcPath(method), { method: "POST", body: "{}", headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) });
+          await expectErrorShape(type, 415, "invalid_argument");
+        });
         if (!streaming && method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) {
           it("a Connect GET whose base64 message is not base64 is invalid_argument, not internal", async () => {
             const { connectUrl } = options.target();
