@@ -156,9 +156,11 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       };
     },
     async *exportAuditLog(req, ctx) {
+      if (req.offset < 0) throw invalid("offset must be 0 or more");
       if (req.limit < 0) throw invalid("limit must be 0 (everything) or more");
-      let rows = await filtered(req);
-      if (req.limit > 0) rows = rows.slice(0, req.limit);
+      // the same entries as the query's pages from `offset` on; any number of them (limit 0: all)
+      const all = await filtered(req);
+      const rows = all.slice(req.offset, req.limit > 0 ? req.offset + req.limit : undefined);
       const encoder = new TextEncoder();
       yield { body: { contentType: "text/csv; charset=utf-8", data: encoder.encode(csvRow(CSV_HEADER)) }, fileName: `audit-log_${now()}.csv` };
       for (let i = 0; i < rows.length && !ctx.signal.aborted; i += ROWS_PER_CHUNK) {

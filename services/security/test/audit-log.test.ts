@@ -103,6 +103,18 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         for (const line of lines.slice(1)) expect(line).toMatch(/^"(?:[^"]|"")*"(?:,"(?:[^"]|"")*"){6}$/);
         expect((await fetch(`${p.url}/v1/audit-log/export`)).status).toBe(401);
       });
+
+      it("exports from offset on, as many as limit (0: all); a negative offset is 400 as for the query", async () => {
+        const csv = async (q: string) => {
+          const res = await fetch(`${p.url}/v1/audit-log/export${q}`, { headers: { authorization: `Bearer ${root}` } });
+          return { status: res.status, rows: (await res.text()).split("\r\n").filter(Boolean).slice(1) };
+        };
+        const all = await csv("?query=authenticate");
+        expect(all.rows.length).toBeGreaterThan(2);
+        expect((await csv("?query=authenticate&offset=1&limit=1")).rows).toEqual([all.rows[1]]);
+        expect((await csv("?query=authenticate&offset=1")).rows).toEqual(all.rows.slice(1));
+        expect((await csv("?offset=-1")).status).toBe(400);
+      });
     });
 
     it("read: records reads (refused ones too) and not writes", async () => {

@@ -33,7 +33,7 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.security.v1.QueryAuditLogRequest.successful": "true: only 2xx/3xx answers; false: only refused or failed calls.",
   "gov.security.v1.ExportAuditLogRequest": "The same filters as QueryAuditLogRequest; `limit` 0 exports every entry that matches.",
   "gov.security.v1.ExportAuditLogRequest.offset": "Entries to skip (newest first).",
-  "gov.security.v1.ExportAuditLogRequest.limit": "At most this many entries (default 20, at most 1000; the export ignores it).",
+  "gov.security.v1.ExportAuditLogRequest.limit": "At most this many entries (default 0: all of them from offset on).",
   "gov.security.v1.ExportAuditLogRequest.query": "Substring of the operator, ip, resource, action or message.",
   "gov.security.v1.ExportAuditLogRequest.from": "RFC 3339 bounds of opTime, inclusive.",
   "gov.security.v1.ExportAuditLogRequest.successful": "true: only 2xx/3xx answers; false: only refused or failed calls.",

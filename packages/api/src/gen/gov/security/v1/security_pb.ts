@@ -654,7 +654,7 @@ export type ExportAuditLogRequest = Message<"gov.security.v1.ExportAuditLogReque
   offset: number;
 
   /**
-   * At most this many entries (default 20, at most 1000; the export ignores it).
+   * At most this many entries (default 0: all of them from offset on).
    *
    * @generated from field: int32 limit = 2;
    */
