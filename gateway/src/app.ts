@@ -4,7 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
-import { logListening, quietFastifyLogging, registerCors, REQUEST_TIMEOUT, serveConnectUnary, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, REQUEST_TIMEOUT, serveConnectUnary, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -47,6 +47,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
+  refuseUnknownExpectations(app.server);
 
   logListening(app, options.logger);
   installErrorHandlers(app, errorLimits); // before the scopes below, which inherit it

@@ -1,3 +1,4 @@
+import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { excerpt } from "./excerpt.js";
@@ -63,4 +64,15 @@ export function clientErrorHandler(requestTimeoutMs: number = REQUEST_TIMEOUT.ms
     }
     socket.destroy();
   };
+}
+
+/**
+ * A request whose `Expect` header asks for anything but `100-continue`: Node answers 417 with no body unless someone
+ * listens; every listener answers it in the contract's shape instead.
+ */
+export function refuseUnknownExpectations(server: Server): void {
+  server.on("checkExpectation", (_req, res) => {
+    const body = JSON.stringify({ code: "invalid_argument", message: "the Expect header asks for something other than 100-continue: send the request without it" });
+    res.writeHead(417, { "content-type": "application/json", "content-length": Buffer.byteLength(body) }).end(body);
+  });
 }

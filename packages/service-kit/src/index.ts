@@ -19,5 +19,5 @@ export { createMetrics, type Metrics } from "./metrics.js";
 export { fixRequestErrors, REQUEST_TIMEOUT, requestTimeoutSetting, type MessageLimit, type RequestGuards } from "./request-errors.js";
 export { limitExceeded, LIMIT_METADATA } from "./limits.js";
 export { restStatusOf } from "./rest-status.js";
-export { clientErrorHandler, excerpt, frameworkErrorHandler, routerRefusal } from "./http-errors.js";
+export { clientErrorHandler, excerpt, frameworkErrorHandler, refuseUnknownExpectations, routerRefusal } from "./http-errors.js";
 export { clientAddresses, parseTrustedProxies, trustedProxiesSetting, vouchForwardedFor } from "./client-address.js";

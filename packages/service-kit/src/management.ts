@@ -1,6 +1,6 @@
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
 import type { ServingState } from "./grpc/health.js";
-import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler } from "./http-errors.js";
+import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler, refuseUnknownExpectations } from "./http-errors.js";
 import { REQUEST_TIMEOUT } from "./request-errors.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
@@ -110,6 +110,7 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
+  refuseUnknownExpectations(app.server);
   const { readiness, metrics } = options;
 
   // Liveness: the process answers, so its event loop runs. It stays UP while shutting down (a restart would not help).

@@ -12,7 +12,7 @@ import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { serveConnectUnary } from "./connect-unary.js";
-import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler } from "./http-errors.js";
+import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler, refuseUnknownExpectations } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
 export interface ConnectRoutesOptions {
@@ -80,6 +80,7 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     clientErrorHandler: clientErrorHandler(options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms),
   });
   logListening(app as unknown as FastifyInstance, options.logger);
+  if (!http2) refuseUnknownExpectations((app as unknown as FastifyInstance).server);
   // Health watches end when the listener closes, so probes reconnect elsewhere instead of holding shutdown up.
   const closing = new AbortController();
   app.addHook("preClose", (done) => {

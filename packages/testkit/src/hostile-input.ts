@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
@@ -193,6 +194,19 @@ function trickle(url: string, head: string, bodyLength: number, everyMs: number,
   });
 }
 
+/** A POST to `url` with `Expect: <expectation>` (fetch will not send the header); its status and body. */
+function expecting(url: string, expectation: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: "POST", headers: { expect: expectation, "content-length": "2", "content-type": "application/json" } }, (res) => {
+      let body = "";
+      res.on("data", (chunk: Buffer) => (body += chunk.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.end("{}");
+  });
+}
+
 /** Runs `attack` and checks it answered within `ms` and grew the process's RSS by at most `maxGrowth`. */
 async function bounded<T>(ms: number, maxGrowth: number, attack: () => Promise<T>): Promise<T> {
   const before = process.memoryUsage().rss;
@@ -222,6 +236,14 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
 
   describe(`hostile input: ${name}`, () => {
     if (options.auth) tokenAttacks(options, routes, rpcPath, answerMs);
+    it("an Expect header other than 100-continue is 417 with {code, message} on every HTTP/1.1 listener", async () => {
+      const { restUrl, connectUrl } = options.target();
+      const method = options.service.methods[0];
+      for (const url of [...(options.rest === false ? [] : [restUrl + "/v1/namespaces"]), connectUrl + rpcPath(method)]) {
+        const res = await expecting(url, "weird");
+        expect([res.status, JSON.parse(res.body).code], url).toEqual([417, "invalid_argument"]);
+      }
+    });
     for (const method of options.service.methods) {
       const streaming = method.methodKind !== "unary";
       describe(`RPC ${method.name}`, () => {
