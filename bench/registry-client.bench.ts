@@ -1,5 +1,5 @@
 /**
- * Discovery through the registry client's cache against a remote ListInstances call (issue #9 target: the cache is
+ * Discovery through the registry client's cache against a remote ListInstances call (issue #7 target: the cache is
  * at least 1,000× faster). The registry runs as its own process (the all-in-one process from the sources, on the
  * embedded store, then on Redis); one service has 10 instances. Remote: sequential Connect calls over HTTP/1.1 with
  * keep-alive, as a service would make them. Cache: `await client.instances()` and `await client.choose()` in a loop,

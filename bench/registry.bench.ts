@@ -1,5 +1,5 @@
 /**
- * Registry hot paths over REST through the gateway (issue #9 targets), measured with wrk -c32 next to bare Fastify
+ * Registry hot paths over REST through the gateway (issue #7 targets), measured with wrk -c32 next to bare Fastify
  * baselines measured in the same run, each server in its own process:
  *  - list-instances of a 10-instance service and /lb, on the embedded store and on Redis (served from the read cache
  *    kept by the change events), vs a bare GET route answering the same JSON: targets ≥ 0.7× embedded, ≥ 0.6× Redis;

@@ -3,11 +3,13 @@
  * process, rows interleaved in rounds with their baselines (the same server kind with security off):
  *
  * - config GET with a user's token (token verification + RBAC, cached) against security off: target ≤ 10 % less;
- * - config PUT with the audit log on `rw` against security off: target ≤ 15 % less (embedded and Redis);
+ * - config PUT with the audit log on `rw` against security off: target ≤ 15 % less (embedded and Redis); beside it a
+ *   server with security on that audits only reads, so a PUT there pays token + RBAC without an entry: the audited
+ *   PUT's cost split into those two parts;
  * - login cost: scrypt verifications per second on one core.
  *
  * Servers run from the production build when `npm run build` made one (BENCH_RUNNER=tsx: from the sources).
- * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 3 minutes).
+ * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 4 minutes).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -49,7 +51,7 @@ async function main() {
   // One Redis per Redis-backed server: sharing one, each server's config writes would be echoed to the other as change
   // events (both keep a read cache of the same config), so one row's load would cost the other server CPU in the
   // middle of its own row on this 2-core host.
-  const [redis, redisRw] = await Promise.all([startRedis(), startRedis()]);
+  const [redis, redisRw, redisRead] = await Promise.all([startRedis(), startRedis(), startRedis()]);
   const servers: Server[] = [];
   try {
     const start = async (env: Record<string, string>) => {
@@ -62,15 +64,19 @@ async function main() {
     const rwEmbedded = await start({ REDIS_URL: "", GOV_SECURITY_ENABLED: "true", GOV_SECURITY_AUDIT_LOG_ACTION: "rw" });
     const offRedis = await start({ REDIS_URL: redis.url, GOV_SECURITY_ENABLED: "false" });
     const rwRedis = await start({ REDIS_URL: redisRw.url, GOV_SECURITY_ENABLED: "true", GOV_SECURITY_AUDIT_LOG_ACTION: "rw" });
+    // Security on with only reads audited: a PUT pays the token check and RBAC but no audit entry, which splits the
+    // audited PUT's cost into its two parts (the verdicts stay against security off).
+    const readEmbedded = await start({ REDIS_URL: "", GOV_SECURITY_ENABLED: "true", GOV_SECURITY_AUDIT_LOG_ACTION: "read" });
+    const readRedis = await start({ REDIS_URL: redisRead.url, GOV_SECURITY_ENABLED: "true", GOV_SECURITY_AUDIT_LOG_ACTION: "read" });
     const auth = new Map<Server, string>();
-    for (const s of [onEmbedded, rwEmbedded, rwRedis]) auth.set(s, await userToken(s));
+    for (const s of [onEmbedded, rwEmbedded, rwRedis, readEmbedded, readRedis]) auth.set(s, await userToken(s));
     for (const s of servers) {
       await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: auth.has(s) ? { authorization: auth.get(s)! } : {} });
       await loadConfig(s.url + path, "GET", 2, [], auth.get(s));
       await loadConfig(s.url + path, "PUT", 2, [], auth.get(s));
     }
     const row = (name: string, s: Server, method: "GET" | "PUT", baseline: string, pids: number[]) => ({ name, url: s.url + path, method, baseline, pids, auth: auth.get(s) });
-    const [rs, rsRw] = [redis.pid!, redisRw.pid!];
+    const [rs, rsRw, rsRead] = [redis.pid!, redisRw.pid!, redisRead.pid!];
     const results = await measure([
       row("embedded, security off", offEmbedded, "GET", "embedded, security off", [offEmbedded.child.pid!]),
       row("embedded, security on (audit write)", onEmbedded, "GET", "embedded, security off", [onEmbedded.child.pid!]),
@@ -78,8 +84,10 @@ async function main() {
       row("redis, security on (audit rw)", rwRedis, "GET", "redis, security off", [rwRedis.child.pid!, rsRw]),
       row("embedded, security off", offEmbedded, "PUT", "embedded, security off", [offEmbedded.child.pid!]),
       row("embedded, security on (audit rw)", rwEmbedded, "PUT", "embedded, security off", [rwEmbedded.child.pid!]),
+      row("embedded, security on (audit read: PUT not audited)", readEmbedded, "PUT", "embedded, security off", [readEmbedded.child.pid!]),
       row("redis, security off", offRedis, "PUT", "redis, security off", [offRedis.child.pid!, rs]),
       row("redis, security on (audit rw)", rwRedis, "PUT", "redis, security off", [rwRedis.child.pid!, rsRw]),
+      row("redis, security on (audit read: PUT not audited)", readRedis, "PUT", "redis, security off", [readRedis.child.pid!, rsRead]),
     ]);
     const login = await loginCost();
 
@@ -95,6 +103,11 @@ async function main() {
     }
     console.log(`\nLogin (scrypt N=2^14, r=8): ${login.ms.toFixed(1)} ms per verification, ${login.perSecond.toFixed(0)} logins/s per core\n`);
     const get = (name: string, method: string) => results.find((r) => r.name === name && r.method === method)!;
+    for (const store of ["embedded", "redis"]) {
+      const [audited, unaudited] = [get(`${store}, security on (audit rw)`, "PUT"), get(`${store}, security on (audit read: PUT not audited)`, "PUT")];
+      console.log(`PUT, ${store}: token + RBAC ${unaudited.ratio.toFixed(2)}× security off; the audit entry on top ${(audited.ratio / unaudited.ratio).toFixed(2)}× (req/s), ${(audited.cpuRatio / unaudited.cpuRatio).toFixed(2)}× (CPU)`);
+    }
+    console.log("");
     const verdicts = [
       ["config GET with token + RBAC ≥ 0.90× security off (embedded)", get("embedded, security on (audit write)", "GET").ratio >= 0.9],
       ["config PUT with audit rw ≥ 0.85× security off (embedded)", get("embedded, security on (audit rw)", "PUT").ratio >= 0.85],
@@ -103,7 +116,7 @@ async function main() {
     for (const [what, ok] of verdicts) console.log(`${ok ? "met   " : "MISSED"}  ${what}`);
   } finally {
     await Promise.all(servers.map(stop));
-    await Promise.all([redis.stop(), redisRw.stop()]);
+    await Promise.all([redis.stop(), redisRw.stop(), redisRead.stop()]);
   }
 }
 
