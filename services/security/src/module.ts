@@ -155,7 +155,8 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
         // no entries to open on the embedded store (see createAuditWriter): no layer for it either
         ...(parts.writer.opensEntries ? [auditOpenInterceptor(parts.writer)] : []),
       ],
-      notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login (audit: ${settings.auditAction})`],
+      // a process without a gateway serves RPCs only: its login is the Connect/gRPC call
+      notices: [`Security on: log in with POST /v1/authenticate/${settings.superUsername}/login on a gateway, or the RPC gov.security.v1.SecurityService/Login (audit: ${settings.auditAction})`],
       close,
     };
   };
