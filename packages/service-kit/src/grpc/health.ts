@@ -1,6 +1,6 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@gov/api/gen/health/v1/health_pb";
-import { excerpt } from "../http-errors.js";
+import { excerpt } from "../excerpt.js";
 
 /** Whether the process serves: the process runner passes its readiness (DOWN while the store is gone or at shutdown). */
 export interface ServingState {
