@@ -89,19 +89,20 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   });
   const grpcExtras = http2 ? { serving: options.serving ?? alwaysServing, closing: closing.signal } : undefined;
   if (!http2) await registerCors(app as unknown as FastifyInstance, options.corsOrigins ?? []); // browsers speak HTTP/1.1 here, not h2c
+  // What Fastify itself refuses — a content type no parser takes (before Connect-ES sees the call), a body it cannot
+  // parse or over its default limit before the 404 of a path that is no RPC — in the contract's shape rather than
+  // Fastify's. Set before the RPC scope is registered, which takes the handler its parent has then.
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    const answer = fastifyRefusal(err, `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`);
+    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "request failed");
+    void reply.status(answer.status).type("application/json").send(answer.body);
+  });
   await app.register(async (rpcs) => {
     vouchForwardedFor(rpcs, options.trustedProxies ?? []);
     // Plain Connect unary calls over HTTP/1.1 skip Connect-ES's universal handler (see connect-unary.ts); the plugin
     // below serves everything else on the same paths.
     if (!http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors: options.interceptors ?? [], limit: guardsOf(options).limit! });
     await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES });
-  });
-  // Connect-ES answers everything on its own paths; this is what Fastify refuses before the 404 of any other path (a
-  // body it cannot parse, or over its default limit), in the contract's shape rather than Fastify's.
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    const answer = fastifyRefusal(err, `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`);
-    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "request failed");
-    void reply.status(answer.status).type("application/json").send(answer.body);
   });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return;

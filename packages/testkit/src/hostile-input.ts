@@ -270,8 +270,11 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           const allow = wrong.headers.get("allow") ?? "";
           await expectErrorShape(wrong, 405, "unimplemented");
           expect(allow.split(/,\s*/)).toContain("POST");
-          const type = await send(connectUrl + rpcPath(method), { method: "POST", body: "{}", headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) });
-          await expectErrorShape(type, 415, "invalid_argument");
+          // text/plain reaches Connect-ES; the others are refused by Fastify's content-type parsers before it
+          for (const contentType of ["text/plain", "application/xml", "application/x-www-form-urlencoded"]) {
+            const type = await send(connectUrl + rpcPath(method), { method: "POST", body: "{}", headers: { "content-type": contentType }, signal: AbortSignal.timeout(answerMs) });
+            await expectErrorShape(type, 415, "invalid_argument");
+          }
         });
         if (!streaming && method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) {
           it("a Connect GET whose base64 message is not base64 is invalid_argument, not internal", async () => {
