@@ -112,7 +112,11 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown, bou
         throw denied(`this needs the "admin" role: ask an administrator`);
       }
       const namespace = namespaceOf(rule, message);
-      if (bound && (namespace === undefined || namespace === "")) return;
+      if (namespace === undefined || namespace === "") {
+        if (bound) return;
+        // nothing to decide on: the caller's mistake, not a refusal (a keepalive that pings before registering)
+        throw new ConnectError(`the request names no namespace: set it${rule.namespacePath!.length > 1 ? ` (${rule.namespacePath!.join(".")}, in the stream's first message)` : ""}`, Code.InvalidArgument);
+      }
       const need = rule.read ? "r" : "w";
       if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;
       throw denied(`user ${JSON.stringify(principal.username)} has no "${need}" permission on namespace ${JSON.stringify(String(namespace).slice(0, 256))}: ask an administrator to bind a role that grants it`);

@@ -145,10 +145,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect(readableNamespaces(undefined, [dev, prod])).toEqual([dev, prod]);
 
       // a keepalive (bidi stream over gRPC) registers in the namespace of its first message: a write
-      const keepalive = async (token: string) => {
+      const keepalive = async (token: string, pingFirst = false) => {
         const grpc = clientsOf(RegistryService, p, token).find((c) => c.name === "grpc")!.client;
         const stop = new AbortController();
         async function* requests() {
+          if (pingFirst) yield {};
           yield { register: { namespace: dev, serviceId: "kept", schema: "http", host: "k1", port: 80 } };
           await new Promise((r) => stop.signal.addEventListener("abort", r));
         }
@@ -162,6 +163,8 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         }
       };
       expect(await keepalive(alice)).toBe("PermissionDenied");
+      // a stream that pings before registering names no namespace yet: the caller's mistake, even for root
+      expect(await keepalive(root, true)).toBe("InvalidArgument");
 
       // rw: writes work, on every protocol; the role change applies to the token already issued
       await putRole(role, [{ namespace: dev, action: "rw" }]);
