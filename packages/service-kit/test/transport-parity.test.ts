@@ -82,6 +82,7 @@ const impl = {
       waiting++;
       await new Promise((resolve) => ctx.signal.addEventListener("abort", resolve, { once: true }));
     }
+    if (req.value === "ignore-deadline") await new Promise((resolve) => setTimeout(resolve, 500)); // a service that is stuck
     return answer(req.value, ctx);
   },
   async *count(req: StringValue, ctx: HandlerContext) {
@@ -309,6 +310,11 @@ describe("remoteTransport", () => {
     const client = createClient(EchoService, remoteTransport(server.url, { defaultTimeoutMs: 50 }));
     expect(await failure(client.say(text("wait-for-deadline")))).toEqual({ code: "DeadlineExceeded", message: expect.any(String) });
     expect(JSON.parse((await client.say(text("context"), { timeoutMs: 60_000 })).value).timeout).toBe(true);
+  });
+
+  it("a write the service does not answer in time says it may or may not have been applied", async () => {
+    const client = createClient(EchoService, remoteTransport(server.url, { defaultTimeoutMs: 50 }));
+    expect(await failure(client.say(text("ignore-deadline")))).toEqual({ code: "DeadlineExceeded", message: expect.stringContaining("did not answer within 50 ms: the write may or may not have been applied") });
   });
 
   it("gives streams none (a watch stays open until the caller leaves), unless the call sets one", async () => {

@@ -1,5 +1,6 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
-import { create, fromBinary, toBinary, type DescMessage, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextValues, type ContextValues, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
@@ -116,9 +117,19 @@ export function connectUnaryClient(baseUrl: string, interceptors: Interceptor[] 
       if (req.signal.aborted) throw ConnectError.from(getAbortSignalReason(req.signal), Code.Canceled);
       return await chained(req as unknown as UnaryRequest);
     } catch (err) {
-      throw ConnectError.from(err);
+      const error = ConnectError.from(err);
+      // Our own deadline ran out while the service was silent: say what that means for the call.
+      if (deadline?.signal.aborted && !signal?.aborted && error.code === Code.DeadlineExceeded) throw silentService(method, baseUrl, timeoutMs!, error);
+      throw error;
     } finally {
       deadline?.cleanup();
     }
   };
+}
+
+/** A call the service did not answer in time: a read may simply be retried; a write may or may not have been applied. */
+function silentService(method: DescMethod, baseUrl: string, timeoutMs: number, cause: ConnectError): ConnectError {
+  const read = method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
+  const what = read ? "retry when it answers again" : "the write may or may not have been applied: read the data back before repeating it";
+  return new ConnectError(`the service at ${baseUrl} did not answer within ${timeoutMs} ms: ${what}`, Code.DeadlineExceeded, undefined, undefined, cause);
 }
