@@ -16,8 +16,12 @@ export interface CoreSettings {
   lockDuration: number;
 }
 
-/** The same answer for an unknown user and a wrong password (contract §7): nothing tells them apart. */
-const WRONG_CREDENTIALS = "wrong username or password";
+/**
+ * The one answer to every refused login (contract §7): an unknown user, a wrong password and a locked user — whatever
+ * password it was sent — are not told apart, so a login tells nobody whether a user exists or whether a password
+ * guessed during a lock was right.
+ */
+export const LOGIN_REFUSED = "wrong username or password, or the user is locked (by an administrator, or for a while after too many failed logins)";
 const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
 
 /** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
@@ -139,16 +143,13 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       const user = await store.getUser(username);
       if (!user) {
         await verifyPassword(password, DUMMY_HASH); // the same work as for a known user
-        throw unauthenticated(WRONG_CREDENTIALS);
+        throw unauthenticated(LOGIN_REFUSED);
       }
       const superUser = username === settings.superUsername;
       const locked = !superUser && isLocked(user, now());
       const ok = await verifyPassword(password, user);
-      if (!ok) {
-        if (!superUser && !locked) await store.recordFailure(username, settings.maxFailures, now() + settings.lockDuration);
-        throw unauthenticated(WRONG_CREDENTIALS);
-      }
-      if (locked) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it${user.locked ? "" : ", or wait until the lock from failed logins ends"}`);
+      if (!ok && !superUser && !locked) await store.recordFailure(username, settings.maxFailures, now() + settings.lockDuration);
+      if (!ok || locked) throw unauthenticated(LOGIN_REFUSED);
       if (user.failures > 0) await store.updateUser(username, { failures: 0 });
       return tokens.issue(username);
     },

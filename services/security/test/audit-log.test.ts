@@ -98,7 +98,7 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         expect(res.headers.get("content-disposition")).toMatch(/attachment; filename="audit-log_\d+\.csv"/);
         const lines = (await res.text()).split("\r\n").filter(Boolean);
         expect(lines[0]).toBe('"Timestamp","Operator","Client IP","Resource","Action","Status","Message"');
-        expect(lines).toContainEqual(expect.stringMatching(/^"[^"]+Z","'=HYPERLINK\(""http:\/\/evil""\)","[^"]*","\/v1\/authenticate\/(?:[^"]|"")+\/login","POST","401","wrong username or password"$/));
+        expect(lines).toContainEqual(expect.stringMatching(/^"[^"]+Z","'=HYPERLINK\(""http:\/\/evil""\)","[^"]*","\/v1\/authenticate\/(?:[^"]|"")+\/login","POST","401","wrong username or password, or the user is locked[^"]*"$/));
         expect(lines.some((l) => l.includes(`"'+cmd"`))).toBe(true);
         for (const line of lines.slice(1)) expect(line).toMatch(/^"(?:[^"]|"")*"(?:,"(?:[^"]|"")*"){6}$/);
         expect((await fetch(`${p.url}/v1/audit-log/export`)).status).toBe(401);

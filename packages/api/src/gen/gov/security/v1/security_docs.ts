@@ -6,7 +6,7 @@
  */
 export const docs: Readonly<Record<string, string>> = {
   "gov.security.v1.SecurityService": "Login and token refresh, users, roles and the audit log (contract §7). Tokens are JWT HS256; send the access token\nas `Authorization: Bearer <accessToken>` on REST, Connect and gRPC alike.",
-  "gov.security.v1.SecurityService.Login": "Logs in with a password; answers an access token (15 min) and a refresh token (3 h).\n\nA wrong password and an unknown user get the same answer (401). After gov.security.login.max-failures failures\nin a row the account is locked for gov.security.login.lock-duration.",
+  "gov.security.v1.SecurityService.Login": "Logs in with a password; answers an access token (15 min) and a refresh token (3 h).\n\nA wrong password, an unknown user and a locked user get the same answer (401). After\ngov.security.login.max-failures failures in a row the account is locked for gov.security.login.lock-duration.",
   "gov.security.v1.SecurityService.Refresh": "Trades a valid token pair for a new one; the user is read again (deleted or locked users are refused, role\nchanges take effect).",
   "gov.security.v1.SecurityService.ListUsers": "Lists every user with their roles and locked state (admin).",
   "gov.security.v1.SecurityService.AddUser": "Adds a user (admin). An existing username is already_exists (409).",

@@ -814,8 +814,8 @@ export const SecurityService: GenService<{
   /**
    * Logs in with a password; answers an access token (15 min) and a refresh token (3 h).
    *
-   * A wrong password and an unknown user get the same answer (401). After gov.security.login.max-failures failures
-   * in a row the account is locked for gov.security.login.lock-duration.
+   * A wrong password, an unknown user and a locked user get the same answer (401). After
+   * gov.security.login.max-failures failures in a row the account is locked for gov.security.login.lock-duration.
    *
    * @generated from rpc gov.security.v1.SecurityService.Login
    */
