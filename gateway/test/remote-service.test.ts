@@ -8,14 +8,14 @@ import { buildGateway } from "../src/index.js";
 import { ns, seg, TEST_LIMITS } from "./harness.js";
 
 /** A config service (embedded store) in its own Connect server on free ports. */
-const serveConfigService = (logger: ReturnType<typeof createLogger>) =>
-  serveConnect({
-    routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
-    interceptors: [errorInterceptor(logger)],
-    port: 0,
-    grpcPort: 0,
-    logger,
-  });
+const serviceOptions = (logger: ReturnType<typeof createLogger>) => ({
+  routes: configRoutes(createConfigService({ store: createMemoryConfigStore({ maxVersions: 10 }), namespaceRule: { requireHashTag: true }, limits: TEST_LIMITS })),
+  interceptors: [errorInterceptor(logger)],
+  port: 0,
+  grpcPort: 0,
+  logger,
+});
+const serveConfigService = (logger: ReturnType<typeof createLogger>) => serveConnect(serviceOptions(logger));
 
 /** The split deployment: the config service in its own server, the gateway reaching it over HTTP (GOV_CONFIG_SERVICE_URL). */
 describe("gateway → remote config service over HTTP", () => {
@@ -46,6 +46,26 @@ describe("gateway → remote config service over HTTP", () => {
     expect([bad.statusCode, bad.json().code]).toEqual([400, "invalid_argument"]);
     const zip = await gateway.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/export` });
     expect([zip.statusCode, zip.headers["content-type"], zip.rawPayload.subarray(0, 2).toString()]).toEqual([200, "application/zip", "PK"]);
+  });
+});
+
+describe("gateway → a remote service whose message limit is below the gateway's body limit", () => {
+  const logger = createLogger("test", "silent");
+  let service: ConnectServer;
+  let gateway: FastifyInstance;
+  beforeAll(async () => {
+    service = await serveConnect({ ...serviceOptions(logger), readMaxBytes: 16 * 1024 });
+    gateway = await buildGateway({ services: [{ service: ConfigService, transport: remoteTransport(service.url) }], logger, limits: { maxJsonBody: 1 << 20, maxZipBytes: TEST_LIMITS.maxZipBytes } });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await service?.close();
+  });
+
+  it("a body the service's listener refuses as too large is 413 naming the limit, not 429 (retry)", async () => {
+    const res = await gateway.inject({ method: "PUT", url: `/v1/namespaces/${seg(ns("big"))}/configs/big.yaml`, payload: "x".repeat(32 * 1024), headers: { "content-type": "text/plain" } });
+    expect([res.statusCode, res.json().code]).toEqual([413, "resource_exhausted"]);
+    expect(res.json().message).toMatch(/over the limit of 16384 bytes/);
   });
 });
 

@@ -5,6 +5,7 @@ import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { excerpt } from "./excerpt.js";
+import { LIMIT_METADATA } from "./limits.js";
 import { mapBody } from "./universal-body.js";
 
 // Content is stored exactly as sent (contract §3): a leading UTF-8 BOM is part of a string field, not a marker to
@@ -24,7 +25,7 @@ configureTextEncoding({
 /** `err` as the listener answers it: request-decoding failures `invalid_argument`, over-size ones naming the limit. */
 export function correctedError(err: ConnectError, limit: MessageLimit | undefined, inputType: string): ConnectError {
   const fixed = correct(err.code, err.rawMessage, limit, inputType);
-  return fixed ? new ConnectError(fixed.message, fixed.code) : err;
+  return fixed ? new ConnectError(fixed.message, fixed.code, fixed.limit ? { [LIMIT_METADATA]: fixed.limit } : undefined) : err;
 }
 
 /** The message size limit of a listener and the setting that sets it, so that an over-size answer can name both. */
@@ -40,7 +41,7 @@ export interface MessageLimit {
  * wrote, or undefined to leave it alone. Anything a handler throws never looks like these (errorInterceptor hides
  * internal errors behind its own message).
  */
-function correct(code: Code, message: string, limit: MessageLimit | undefined, method: string): { code: Code; message: string } | undefined {
+function correct(code: Code, message: string, limit: MessageLimit | undefined, method: string): Fixed | undefined {
   if (code === Code.Internal) {
     if (message.startsWith("parse binary: ")) {
       const why = message.slice("parse binary: ".length);
@@ -54,7 +55,8 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, m
     const size = /message size (\d+)/.exec(message)?.[1];
     const max = limit?.readMaxBytes ?? Number(/readMaxBytes (\d+)/.exec(message)?.[1]);
     const named = limit ? ` (${limit.setting})` : "";
-    return { code: Code.ResourceExhausted, message: `the request message${size ? ` is ${size} bytes,` : " is"} over the limit of ${max} bytes${named}: send a smaller one` };
+    // marked as a size limit (LIMIT_METADATA, sent as a header or trailer): a REST gateway in front answers 413, not 429
+    return { code: Code.ResourceExhausted, message: `the request message${size ? ` is ${size} bytes,` : " is"} over the limit of ${max} bytes${named}: send a smaller one`, limit: limit?.setting ?? "the listener's message limit" };
   }
   return undefined;
 }
@@ -117,7 +119,13 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
   return Object.assign(handle, { protocolNames, service, method: handler.method, requestPath, allowedMethods, supportedContentType });
 }
 
-type Fix = (code: Code, message: string) => { code: Code; message: string } | undefined;
+/** A corrected error; `limit`: it refuses a size over a limit (the setting), for LIMIT_METADATA. */
+interface Fixed {
+  code: Code;
+  message: string;
+  limit?: string;
+}
+type Fix = (code: Code, message: string) => Fixed | undefined;
 
 /**
  * Connect-ES answers a wrong HTTP method (405) and a content type its protocols do not take (415) with the status
@@ -177,6 +185,7 @@ async function fixUnaryError(res: UniversalServerResponse, fix: Fix): Promise<Un
   if (!fixed) return { ...res, body: single(bytes) };
   const body = encoder.encode(JSON.stringify({ ...error, code: codeToString(fixed.code), message: fixed.message }));
   res.header?.set("content-length", String(body.byteLength));
+  if (fixed.limit) res.header?.set(LIMIT_METADATA, fixed.limit);
   return { ...res, status: codeToHttpStatus(fixed.code), body: single(body) };
 }
 
@@ -187,7 +196,8 @@ function fixEndStream(chunk: Uint8Array, fix: Fix): Uint8Array {
   const error = end?.error;
   const fixed = error && typeof error.code === "string" ? fix(codeFromString(error.code) ?? Code.Unknown, error.message ?? "") : undefined;
   if (!fixed) return chunk;
-  return frame(0x02, encoder.encode(JSON.stringify({ ...end, error: { ...error, code: codeToString(fixed.code), message: fixed.message } })));
+  const metadata = fixed.limit ? { ...(end as { metadata?: object }).metadata, [LIMIT_METADATA]: [fixed.limit] } : (end as { metadata?: object }).metadata;
+  return frame(0x02, encoder.encode(JSON.stringify({ ...end, ...(metadata ? { metadata } : {}), error: { ...error, code: codeToString(fixed.code), message: fixed.message } })));
 }
 
 /** gRPC: the status is in the HTTP trailers, which Connect-ES fills in once the body has ended. */
@@ -198,6 +208,7 @@ function fixGrpcTrailer(trailer: Headers | undefined, fix: Fix): void {
   if (!fixed) return;
   trailer.set("grpc-status", String(fixed.code));
   trailer.set("grpc-message", encodeURIComponent(fixed.message)); // as Connect-ES writes it; the wire fixes re-encode
+  if (fixed.limit) trailer.set(LIMIT_METADATA, fixed.limit);
 }
 
 /** gRPC-Web: the trailers are the body's last frame (flag 0x80, `name: value\r\n` lines). */
