@@ -24,6 +24,8 @@ export interface GatewayOptions {
   corsOrigins?: readonly string[];
   /** `gov.sse.heartbeat`: how often an idle SSE watch sends a comment line (default 15 s). */
   sseHeartbeatMs?: number;
+  /** How long a stream may take to start before the client gets 503 (default 10 s; see ResponseOptions.streamStartMs). */
+  streamStartMs?: number;
   /** In the all-in-one process: the services' Connect routes, also served on the gateway's port (gRPC needs h2c). */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
@@ -67,6 +69,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
     const routes = await registerRestRoutes(rest, options.services, { fileSize: options.limits.maxZipBytes }, headerForwarder(options.trustedProxies ?? []), {
       ...DEFAULT_RESPONSE_OPTIONS,
       heartbeatMs: options.sseHeartbeatMs ?? DEFAULT_RESPONSE_OPTIONS.heartbeatMs,
+      streamStartMs: options.streamStartMs ?? DEFAULT_RESPONSE_OPTIONS.streamStartMs,
     });
     document = buildOpenApi(routes, { title: "Governance REST API", version: "v1" }, await protoDocsOf(options.services.map((s) => s.service)));
   });

@@ -69,6 +69,43 @@ describe("gateway → a remote service whose message limit is below the gateway'
   });
 });
 
+describe("gateway → a remote service that accepts connections but never answers (stopped, SIGSTOP)", () => {
+  const logger = createLogger("test", "silent");
+  let silent: Server;
+  const held: Socket[] = [];
+  let gateway: FastifyInstance;
+  beforeAll(async () => {
+    silent = createServer((socket) => void held.push(socket)); // reads nothing, writes nothing
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const { port } = silent.address() as { port: number };
+    gateway = await buildGateway({
+      services: [{ service: ConfigService, transport: remoteTransport(`http://127.0.0.1:${port}`, { defaultTimeoutMs: 300 }) }],
+      logger,
+      limits: { maxJsonBody: 1 << 20, maxZipBytes: TEST_LIMITS.maxZipBytes },
+      streamStartMs: 300,
+    });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    for (const s of held) s.destroy();
+    await new Promise((resolve) => silent?.close(resolve));
+  });
+
+  it("a watch gets 503 once its start deadline passes, not a response with no status forever", async () => {
+    const started = Date.now();
+    const res = await gateway.inject({ method: "GET", url: `/v1/namespaces/${seg(ns("mute"))}/configs/app.yaml/watch` });
+    expect([res.statusCode, res.json().code]).toEqual([503, "unavailable"]);
+    expect(res.json().message).toMatch(/did not start the stream within 0.3 s/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it("a write gets 504 saying it may or may not have been applied", async () => {
+    const res = await gateway.inject({ method: "PUT", url: `/v1/namespaces/${seg(ns("mute"))}/configs/app.yaml`, payload: "a: 1", headers: { "content-type": "text/plain" } });
+    expect([res.statusCode, res.json().code]).toEqual([504, "deadline_exceeded"]);
+    expect(res.json().message).toMatch(/did not answer within 300 ms: the write may or may not have been applied/);
+  });
+});
+
 /**
  * The gateway facing a service that restarts or is down: a TCP proxy in front of a real config service resets the next
  * N connections it accepts, or stops listening. Reads are retried a bounded number of times; writes never are.

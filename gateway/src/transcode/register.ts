@@ -1,5 +1,5 @@
 import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
-import type { Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
@@ -54,6 +54,13 @@ export async function registerRestRoutes(
   return routes.map((r) => r.route);
 }
 
+/** Aborted with `unavailable` unless cleared within `ms`: a stream that does not start in time (see streamStartMs). */
+function startDeadline(ms: number): { signal: AbortSignal; clear: () => void } {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(new ConnectError(`the service did not start the stream within ${ms / 1000} s: retry when it answers again`, Code.Unavailable)), ms);
+  return { signal: ac.signal, clear: () => clearTimeout(timer) };
+}
+
 async function* single<T>(message: T): AsyncIterable<T> {
   yield message;
 }
@@ -72,7 +79,13 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
       const input = built instanceof Promise ? await built : built; // an await costs microtask turns: only for uploads
       const headers = forwardHeaders(req);
       if (route.method.methodKind === "server_streaming") {
-        const res = await transport.stream(method, clientGoneSignal(reply), undefined, headers, single(input) as never);
+        const start = startDeadline(responses.streamStartMs);
+        let res;
+        try {
+          res = await transport.stream(method, AbortSignal.any([clientGoneSignal(reply), start.signal]), undefined, headers, single(input) as never);
+        } finally {
+          start.clear(); // started (or failed): the stream lives as long as its client
+        }
         const stream = res.message as AsyncIterable<Message>;
         if (isHttpBody(route.responseField)) return sendHttpBodyStream(route, reply, stream);
         return sendEventStream(reply, stream, route.method.output, responses);

@@ -100,9 +100,15 @@ export interface ResponseOptions {
   heartbeatMs: number;
   /** The `retry:` an SSE stream advises: how long a client waits before reconnecting. */
   retryMs: number;
+  /**
+   * How long a stream (a watch, an export) may take to start — its first message, or a remote service's response
+   * headers — before the client is answered 503: a service that accepts the connection but does not answer (stopped,
+   * overloaded) must not hold the client with no status at all. As long as a remote unary call's default deadline.
+   */
+  streamStartMs: number;
 }
 
-export const DEFAULT_RESPONSE_OPTIONS: ResponseOptions = { compressMinBytes: 1024, heartbeatMs: 15_000, retryMs: 3_000 };
+export const DEFAULT_RESPONSE_OPTIONS: ResponseOptions = { compressMinBytes: 1024, heartbeatMs: 15_000, retryMs: 3_000, streamStartMs: 10_000 };
 
 /** Ends the response and stops the stream (HEAD answers like GET without a body; a client that left needs no more). */
 async function endAndRelease(res: FastifyReply["raw"], it: AsyncIterator<unknown>): Promise<void> {
