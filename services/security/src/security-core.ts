@@ -51,8 +51,11 @@ export function checkPassword(password: string, field = "password"): void {
 export async function createSecurityCore(opts: { store: SecurityStore; settings: CoreSettings; logger: Logger; now?: () => number; announce?: (text: string) => void }) {
   const { store, settings, logger } = opts;
   const now = opts.now ?? Date.now;
-  const secret = settings.jwtSecret ?? (await store.jwtKey(generateJwtKey()));
-  const tokens: Tokens = createTokens(secret, { accessMs: settings.accessValidity, refreshMs: settings.refreshValidity }, now);
+  let secret = settings.jwtSecret ?? (await store.jwtKey(generateJwtKey()));
+  const tokensOf = (key: string): Tokens => createTokens(key, { accessMs: settings.accessValidity, refreshMs: settings.refreshValidity }, now);
+  let tokens = tokensOf(secret);
+  /** Set by initSuperUser in the process that owns the users: a store that came back empty gets its super user again. */
+  let superUserAnnounce: ((text: string) => void) | undefined;
 
   const verified = new Map<string, VerifiedToken>();
   // The last header that named a cached token, and that token's entry: the hot path's shortcut (cachedPrincipal).
@@ -66,8 +69,35 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     else {
       principals.clear();
       if (change.kind === "all") cacheTrusted = change.trusted;
+      if (change.kind === "all" && change.trusted) void restoreAfterResync();
     }
   });
+
+  /**
+   * The change feed is back after an interruption, and the store may have come back empty (a Redis restarted without
+   * persistence): the token key is stored again — the one every replica already signs with, so that the sessions of
+   * users who still exist stay valid and all replicas agree — or, if another replica stored a different one first,
+   * adopted; and the process that owns the users creates the super user again. A no-op when nothing was lost.
+   */
+  async function restoreAfterResync(): Promise<void> {
+    try {
+      if (!settings.jwtSecret) {
+        const stored = await store.jwtKey(secret);
+        if (stored !== secret) {
+          secret = stored;
+          tokens = tokensOf(stored);
+          verified.clear();
+          lastHeader = undefined;
+          lastHit = undefined;
+          logger.warn("the token key in the store changed while the store was away: sessions signed with the old one must log in again");
+        }
+      }
+      // only if it is missing: enforce-init-super-user resets it at startup, not at every reconnect
+      if (superUserAnnounce && !(await store.getUser(settings.superUsername))) await core.initSuperUser(superUserAnnounce);
+    } catch (err) {
+      logger.warn({ err }, "after the store came back: the token key or the super user could not be restored; the next reconnect retries");
+    }
+  }
 
   const loadPrincipal = async (username: string): Promise<{ principal: Principal; user: UserRecord } | null> => {
     const cached = principals.get(username);
@@ -91,8 +121,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     return entry;
   };
 
-  return {
-    tokens,
+  const core = {
+    /** Issues and verifies tokens with the current key (it changes only if the store came back with another). */
+    get tokens(): Tokens {
+      return tokens;
+    },
     superUsername: settings.superUsername,
 
     /**
@@ -175,6 +208,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
      * password is printed once by `announce`; a password from the settings is never printed.
      */
     async initSuperUser(announce: (text: string) => void): Promise<void> {
+      superUserAnnounce = announce;
       const name = settings.superUsername;
       const existing = await store.getUser(name);
       if (existing && !settings.enforceInitSuperUser) return;
@@ -195,6 +229,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       unsubscribe();
     },
   };
+  return core;
 }
 
 export type SecurityCore = Awaited<ReturnType<typeof createSecurityCore>>;

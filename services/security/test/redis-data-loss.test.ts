@@ -1,0 +1,39 @@
+import { redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ns, ROOT_PASSWORD, startSecure, systemNs, type SecureProcess } from "./harness.js";
+
+// A Redis restarted without persistence comes back empty: users, roles and the token key are gone. The processes on it
+// must come back to a usable state by themselves — the super user there again, one token key every replica signs and
+// checks with — without a restart of their own.
+describe.skipIf(!redisServerPath())("security after Redis came back empty", () => {
+  let redis: RedisServer;
+  let owner: SecureProcess;
+  let other: SecureProcess;
+  beforeAll(async () => {
+    redis = await startRedis();
+    const system = systemNs();
+    const target = { name: "redis", url: redis.url };
+    owner = await startSecure(target, { GOV_NAMESPACE_SYSTEM: system });
+    other = await startSecure(target, { GOV_NAMESPACE_SYSTEM: system });
+  });
+  afterAll(async () => {
+    await Promise.all([owner?.close(), other?.close()]);
+    await redis?.stop();
+  });
+
+  it("the super user is there again, and a token from one process works on the other", async () => {
+    const dev = ns("dev");
+    const before = (await owner.login("root", ROOT_PASSWORD)).accessToken;
+    expect((await other.rest("PUT", `/v1/namespaces/${encodeURIComponent(dev)}/configs/a.yaml`, { token: before, body: "a: 1" })).status).toBe(200);
+
+    await redis.stop();
+    await redis.start(); // no persistence: empty
+
+    const login = async (p: SecureProcess) => (await p.rest("POST", "/v1/authenticate/root/login", { body: { password: ROOT_PASSWORD } })).status;
+    await expect.poll(() => login(owner), { timeout: 20_000, interval: 200 }).toBe(200);
+    const after = (await owner.login("root", ROOT_PASSWORD)).accessToken;
+    await expect.poll(async () => (await other.rest("PUT", `/v1/namespaces/${encodeURIComponent(dev)}/configs/b.yaml`, { token: after, body: "b: 1" })).status, { timeout: 20_000, interval: 200 }).toBe(200);
+    // the key was stored again as it was: the session from before the loss is still good (root exists again)
+    expect((await owner.rest("GET", `/v1/namespaces/${encodeURIComponent(dev)}/configs/b.yaml`, { token: before })).status).toBe(200);
+  });
+});
