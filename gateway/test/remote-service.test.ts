@@ -1,3 +1,4 @@
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { ConfigService } from "@gov/api";
 import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
 import { createLogger, errorInterceptor, remoteTransport, serveConnect, type ConnectServer } from "@gov/service-kit";
@@ -163,6 +164,21 @@ describe("gateway → a remote service it cannot reach", () => {
     proxy?.close();
     await gateway?.close();
     await service?.close();
+  });
+
+  it("a watch whose service dies under it ends with unavailable, naming the service and saying to open it again", async () => {
+    const n = ns("dies");
+    expect((await put(n, "k: 1")).json()).toBe(true);
+    const client = createClient(ConfigService, remoteTransport(`http://127.0.0.1:${proxyPort}`, { serviceName: "config" }));
+    const watch = client.watchConfig({ namespace: n, configId: "app.yaml" })[Symbol.asyncIterator]();
+    expect((await watch.next()).value).toMatchObject({ op: "current" });
+    for (const s of open) (s as Socket).resetAndDestroy(); // what a killed service looks like
+    const end = await watch.next().then(
+      () => undefined,
+      (err: unknown) => ConnectError.from(err),
+    );
+    expect(end?.code).toBe(Code.Unavailable);
+    expect(end?.rawMessage).toMatch(/config service .* ended the stream .*open it again/);
   });
 
   it("retries a read whose connection was reset, at most twice; then 503 naming the service and its URL", async () => {

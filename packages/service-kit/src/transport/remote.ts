@@ -86,6 +86,20 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
     );
   };
 
+  /**
+   * A stream's messages; if the connection is lost midway (the service died or restarted), the caller is told that —
+   * `unavailable`, naming the service, to open it again — instead of a bare `aborted` "read ECONNRESET".
+   */
+  async function* endExplained<T>(messages: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncIterable<T> {
+    try {
+      yield* messages;
+    } catch (err) {
+      const failure = signal?.aborted ? undefined : connectionFailure(err);
+      if (!failure) throw err;
+      throw new ConnectError(`the ${service} at ${baseUrl} ended the stream without finishing it (${failure.detail}): open it again when the service is back`, Code.Unavailable, undefined, undefined, err);
+    }
+  }
+
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const timeout = timeoutMs ?? defaultTimeoutMs;
@@ -106,13 +120,15 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
       }
     },
     async stream(method, signal, timeoutMs, header, input, contextValues) {
+      let res;
       try {
-        return await (method.methodKind === "server_streaming" ? h1 : h2).stream(method, signal, timeoutMs, header, input, contextValues);
+        res = await (method.methodKind === "server_streaming" ? h1 : h2).stream(method, signal, timeoutMs, header, input, contextValues);
       } catch (err) {
         // A watch that cannot start: the service is unreachable (not retried here; clients re-open their watches).
         const failure = signal?.aborted ? undefined : connectionFailure(err);
         throw failure ? explain(failure, err, true, 1) : err;
       }
+      return { ...res, message: endExplained(res.message, signal) } as never;
     },
   };
 }
