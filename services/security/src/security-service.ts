@@ -24,6 +24,17 @@ function checkName(value: string, what: string): void {
   if (value.length > MAX_NAME || /[\u0000-\u001f\u007f]/.test(value)) throw invalid(`${what} must be at most ${MAX_NAME} characters without control characters`);
 }
 
+/**
+ * A new user's or role's name, beyond {@link checkName}: no space at either end (two names that look alike), and no
+ * bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E–U+200F), with which a name can show in the user list and
+ * the audit log as another. Only for names being created: existing ones keep working.
+ */
+function checkNewName(value: string, what: string): void {
+  checkName(value, what);
+  if (value.trim() !== value) throw invalid(`${what} starts or ends with a space: remove it`);
+  if (/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(value)) throw invalid(`${what} contains a bidirectional control character, which would let it show as another name: remove it`);
+}
+
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 1000;
 const ROWS_PER_CHUNK = 500;
@@ -60,7 +71,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       return { users: users.sort((a, b) => a.username.localeCompare(b.username)).map((u) => ({ username: u.username, roles: u.roles, locked: isLocked(u, t) })) };
     },
     async addUser(req) {
-      checkName(req.username, "username");
+      checkNewName(req.username, "username");
       checkPassword(req.password);
       const hashed = await hashPassword(req.password);
       const added = await store.addUser({ username: req.username, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 });
@@ -119,7 +130,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       return { bindings: role.bindings };
     },
     async putRole(req) {
-      checkName(req.roleName, "roleName");
+      checkNewName(req.roleName, "roleName");
       if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be defined, only bound to users`);
       if (req.desc.length > 1024) throw invalid("desc must be at most 1024 characters");
       if (req.resourceActionBind.length > 1000) throw invalid("a role binds at most 1000 namespaces");

@@ -191,6 +191,12 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       const removeRoot = await p.rest("DELETE", "/v1/users/root", { token: root });
       expect([removeRoot.status, removeRoot.body.message]).toEqual([412, 'the super user "root" cannot be removed']);
       expect((await p.rest("POST", "/v1/users/bob", { token: root, body: { password: "x-pass" } })).status).toBe(409);
+      // names that would show as another in the user list and the audit log are refused when created
+      for (const name of [" bob", "bob ", "ali\u202ecb"]) {
+        const res = await p.rest("POST", `/v1/users/${seg(name)}`, { token: root, body: { password: "x-pass-word" } });
+        expect([res.status, res.body.code], name).toEqual([400, "invalid_argument"]);
+      }
+      expect((await p.rest("PUT", `/v1/roles/${seg("dev\u2066s")}`, { token: root, body: { desc: "d", resourceActionBind: [] } })).status).toBe(400);
       expect((await p.rest("PATCH", "/v1/users/bob/role", { token: root, body: ["no-such-role"] })).status).toBe(404);
       expect((await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "x" }] } })).status).toBe(400);
     });
