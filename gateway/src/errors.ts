@@ -1,7 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import FindMyWay, { type HTTPMethod } from "find-my-way";
-import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal } from "@gov/service-kit";
+import { allowedMethods, answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal } from "@gov/service-kit";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -75,38 +74,6 @@ export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, w
   } else if (rest.status >= 500) {
     req.log.error({ err, reqId: req.id, method: req.method, path: pathOf(req) }, what);
   }
-}
-
-/**
- * The methods each registered path answers, so that a wrong method on a known path is a 405 with `Allow` rather than
- * a 404. Matched with find-my-way, Fastify's own router, so "known path" means exactly what Fastify routes.
- */
-function allowedMethods(app: FastifyInstance): (path: string) => string[] {
-  const routes: { methods: string[]; url: string }[] = [];
-  app.addHook("onRoute", (route) => {
-    routes.push({ methods: ([] as string[]).concat(route.method), url: route.url ?? route.path });
-  });
-  let router: ReturnType<typeof FindMyWay> | undefined;
-  let methods: string[] = [];
-  return (path) => {
-    if (!router) {
-      router = FindMyWay({ maxParamLength: 2048 });
-      const all = new Set<string>();
-      for (const r of routes) {
-        for (const m of r.methods) {
-          all.add(m);
-          try {
-            router.on(m as HTTPMethod, r.url, () => undefined);
-          } catch {
-            // the same method and path registered twice (e.g. HEAD beside GET): once is enough
-          }
-        }
-      }
-      methods = [...all];
-    }
-    const found = router;
-    return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
-  };
 }
 
 /** Every failure, whatever raised it, leaves as `{code, message}` with the status of the table above. */

@@ -132,6 +132,8 @@ describe("management listener", () => {
     expect([ready.status, (await ready.json()).status]).toEqual([200, "UP"]);
     const unknown = await fetch(`${urls.managementUrl}/nope`);
     expect([unknown.status, (await unknown.json()).code]).toEqual([404, "not_found"]);
+    const wrong = await fetch(`${urls.managementUrl}/actuator/health`, { method: "POST" });
+    expect([wrong.status, wrong.headers.get("allow")?.split(/,\s*/).includes("GET"), (await wrong.json()).code]).toEqual([405, true, "unimplemented"]);
     const long = await fetch(`${urls.managementUrl}/actuator/${"x".repeat(15_000)}`, { method: "POST" });
     expect([long.status, (await long.text()).length < 500]).toEqual([404, true]); // the path is not echoed whole
   });

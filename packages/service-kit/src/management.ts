@@ -1,4 +1,5 @@
 import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
+import { allowedMethods } from "./allowed-methods.js";
 import type { ServingState } from "./grpc/health.js";
 import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler, refuseUnknownExpectations } from "./http-errors.js";
 import { REQUEST_TIMEOUT } from "./request-errors.js";
@@ -111,6 +112,7 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
   refuseUnknownExpectations(app.server);
+  const allowed = allowedMethods(app);
   const { readiness, metrics } = options;
 
   // Liveness: the process answers, so its event loop runs. It stays UP while shutting down (a restart would not help).
@@ -136,6 +138,12 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     void reply.status(answer.status).type("application/json").send(answer.body);
   });
   app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split("?")[0];
+    const allow = allowed(path);
+    if (allow.length > 0) {
+      void reply.status(405).header("allow", allow.join(", ")).send({ code: "unimplemented", message: `${req.method} is not allowed on ${excerpt(path)}: use ${allow.join(", ")}` });
+      return;
+    }
     void reply.status(404).send({
       code: "not_found",
       message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,

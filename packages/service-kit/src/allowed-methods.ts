@@ -1,0 +1,35 @@
+import type { FastifyInstance } from "fastify";
+import FindMyWay, { type HTTPMethod } from "find-my-way";
+
+/**
+ * The methods each registered path answers, so that a wrong method on a known path is a 405 with `Allow` rather than
+ * a 404. Matched with find-my-way, Fastify's own router, so "known path" means exactly what Fastify routes. Install it
+ * before the routes are added (it learns them from the onRoute hook).
+ */
+export function allowedMethods(app: FastifyInstance): (path: string) => string[] {
+  const routes: { methods: string[]; url: string }[] = [];
+  app.addHook("onRoute", (route) => {
+    routes.push({ methods: ([] as string[]).concat(route.method), url: route.url ?? route.path });
+  });
+  let router: ReturnType<typeof FindMyWay> | undefined;
+  let methods: string[] = [];
+  return (path) => {
+    if (!router) {
+      router = FindMyWay({ maxParamLength: 2048 });
+      const all = new Set<string>();
+      for (const r of routes) {
+        for (const m of r.methods) {
+          all.add(m);
+          try {
+            router.on(m as HTTPMethod, r.url, () => undefined);
+          } catch {
+            // the same method and path registered twice (e.g. HEAD beside GET): once is enough
+          }
+        }
+      }
+      methods = [...all];
+    }
+    const found = router;
+    return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
+  };
+}
