@@ -33,6 +33,8 @@ export function checkServiceId(serviceId: string): void {
 /** Rules for creating a service (PUT service, register): also refuses the reserved names. */
 export function checkWritableServiceId(serviceId: string): void {
   checkServiceId(serviceId);
+  // " order" and "order" would be two services that look alike in every list: refused when created
+  if (serviceId.trim() !== serviceId) throw invalid(`serviceId ${JSON.stringify(excerpt(serviceId))} starts or ends with a space: remove it`);
   if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/${serviceId} is a route of its own): choose another name`);
 }
 

@@ -191,6 +191,10 @@ for (const target of storeTargets()) {
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
       r = await req("PUT", svc(n, "a#b"));
       expect(r.statusCode).toBe(400);
+      for (const id of [" ", " order", "order "]) {
+        r = await req("PUT", svc(n, id));
+        expect([r.statusCode, r.json().message], JSON.stringify(id)).toEqual([400, expect.stringContaining("starts or ends with a space")]);
+      }
       r = await req("GET", svc("dev", "x", "/instances"));
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("hash tag")]);
       r = await req("DELETE", inst(n, "order", "payment@http#h#1"));
