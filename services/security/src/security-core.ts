@@ -24,6 +24,10 @@ export interface CoreSettings {
 export const LOGIN_REFUSED = "wrong username or password, or the user is locked (by an administrator, or for a while after too many failed logins)";
 const unauthenticated = (message: string) => new ConnectError(message, Code.Unauthenticated);
 
+/** How often, and how far apart, restoring the token key and the super user after a reconnect is tried. */
+const RESTORE_ATTEMPTS = 30;
+const RESTORE_PAUSE_MS = 1000;
+
 /** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
 const TOKEN_CACHE_SIZE = 10_000;
 
@@ -56,6 +60,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   let tokens = tokensOf(secret);
   /** Set by initSuperUser in the process that owns the users: a store that came back empty gets its super user again. */
   let superUserAnnounce: ((text: string) => void) | undefined;
+  let closed = false;
 
   const verified = new Map<string, VerifiedToken>();
   // The last header that named a cached token, and that token's entry: the hot path's shortcut (cachedPrincipal).
@@ -80,24 +85,37 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
    * adopted; and the process that owns the users creates the super user again. A no-op when nothing was lost.
    */
   async function restoreAfterResync(): Promise<void> {
-    try {
-      if (!settings.jwtSecret) {
-        const stored = await store.jwtKey(secret);
-        if (stored !== secret) {
-          secret = stored;
-          tokens = tokensOf(stored);
-          verified.clear();
-          lastHeader = undefined;
-          lastHit = undefined;
-          logger.warn("the token key in the store changed while the store was away: sessions signed with the old one must log in again");
+    // The subscription can be back before the command connection is: a failed attempt is repeated for a while.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await restoreOnce();
+        return;
+      } catch (err) {
+        if (closed || attempt >= RESTORE_ATTEMPTS) {
+          if (!closed) logger.warn({ err }, "after the store came back: the token key or the super user could not be restored; the next reconnect retries");
+          return;
         }
+        await new Promise((resolve) => setTimeout(resolve, RESTORE_PAUSE_MS).unref());
       }
-      // only if it is missing: enforce-init-super-user resets it at startup, not at every reconnect
-      if (superUserAnnounce && !(await store.getUser(settings.superUsername))) await core.initSuperUser(superUserAnnounce);
-    } catch (err) {
-      logger.warn({ err }, "after the store came back: the token key or the super user could not be restored; the next reconnect retries");
     }
   }
+
+  async function restoreOnce(): Promise<void> {
+    if (!settings.jwtSecret) {
+      const stored = await store.jwtKey(secret);
+      if (stored !== secret) {
+        secret = stored;
+        tokens = tokensOf(stored);
+        verified.clear();
+        lastHeader = undefined;
+        lastHit = undefined;
+        logger.warn("the token key in the store changed while the store was away: sessions signed with the old one must log in again");
+      }
+    }
+    // only if it is missing: enforce-init-super-user resets it at startup, not at every reconnect
+    if (superUserAnnounce && !(await store.getUser(settings.superUsername))) await core.initSuperUser(superUserAnnounce);
+  }
+
 
   const loadPrincipal = async (username: string): Promise<{ principal: Principal; user: UserRecord } | null> => {
     const cached = principals.get(username);
@@ -226,6 +244,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     },
 
     close() {
+      closed = true;
       unsubscribe();
     },
   };
