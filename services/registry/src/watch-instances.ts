@@ -95,9 +95,11 @@ export async function* watchInstances(
         yield { op: "resync", instances: fresh };
       } else if (event === "timeout") {
         const { byId } = await reread();
-        for (const id of [...known.keys()]) {
+        for (const [id, had] of [...known]) {
           const r = byId.get(id);
-          if (r) known.set(id, r); // renewed without an event (throttled): its new ttlAt
+          // Renewed without an event (throttled): only its new ttl is taken. Anything else that changed (metadata) has
+          // an event on its way, which must still find the difference and be sent, not be swallowed here.
+          if (r) known.set(id, { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs });
           else {
             known.delete(id);
             yield { op: "expired", instanceId: id };

@@ -68,13 +68,15 @@ for (const target of storeTargets()) {
         // is folded into the deregister (watch-instances.ts). So the deregister waits until the change was seen.
         // The ephemeral instance's expiry may arrive in between on a loaded machine, so these look past it.
         const seen = (ops: string[]) => ops.filter((op) => !op.startsWith("expired:"));
-        await expect.poll(() => [seen(rpcOps).at(-1), seen(sseOps).at(-1)], { timeout: 1000, interval: 10 }).toEqual(["metadata:w@http#fixed#1", "metadata:w@http#fixed#1"]);
+        // Within 1 s on an idle host; CI's two loaded cores (a 3-node Cluster and the suite beside it) have taken longer
+        // to pass an event on, so the polls allow 2.5 s and the whole run 1 + 2.5 s.
+        await expect.poll(() => [seen(rpcOps).at(-1), seen(sseOps).at(-1)], { timeout: 2500, interval: 10 }).toEqual(["metadata:w@http#fixed#1", "metadata:w@http#fixed#1"]);
         await client.deregisterInstance({ namespace: n, serviceId: "w", instanceId: "w@http#fixed#1" });
         const expected = ["current:1", `register:${reg.instanceId}`, "metadata:w@http#fixed#1", "deregister:w@http#fixed#1"];
-        await expect.poll(() => [seen(rpcOps), seen(sseOps)], { timeout: 1000, interval: 10 }).toEqual([expected, expected]);
+        await expect.poll(() => [seen(rpcOps), seen(sseOps)], { timeout: 2500, interval: 10 }).toEqual([expected, expected]);
         // expiry: nobody writes, the watch notices the ttl passing
         await expect.poll(() => [rpcOps.filter((op) => op.startsWith("expired:")), sseOps.filter((op) => op.startsWith("expired:"))], { timeout: 2500, interval: 10 }).toEqual([[`expired:${reg.instanceId}`], [`expired:${reg.instanceId}`]]);
-        expect(Date.now() - started).toBeLessThan(1000 + 1000);
+        expect(Date.now() - started).toBeLessThan(1000 + 2500);
       } finally {
         stop.abort();
         await Promise.all([rpc, sse.done]);

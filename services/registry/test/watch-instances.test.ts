@@ -21,4 +21,24 @@ describe("watchInstances", () => {
     stop.abort();
     expect((await it.next()).done).toBe(true);
   });
+
+  it("a metadata change whose event arrives after an expiry re-read is still sent (the re-read takes only new ttls)", async () => {
+    const store = createMemoryRegistryStore();
+    // The change feed as it is on a loaded Redis: the metadata event reaches this process late.
+    const slowFeed: typeof store = {
+      ...store,
+      subscribe: (onChange, onResync) => store.subscribe((c) => (c.op === "metadata" ? void setTimeout(() => onChange(c), 300) : onChange(c)), onResync),
+    };
+    const now = Date.now();
+    await store.register("{m}", instance("s", "fixed", 1, { ttlMs: 0 }, now), now);
+    await store.register("{m}", instance("s", "eph", 2, { ttlMs: 100 }, now), now); // its expiry makes the watch re-read
+    const stop = new AbortController();
+    const it = watchInstances(slowFeed, "{m}", "s", stop.signal)[Symbol.asyncIterator]();
+    expect((await it.next()).value?.op).toBe("current");
+    expect(await store.setMetadata("{m}", "s", "s@http#fixed#1", { zone: "b" }, Date.now())).toBe(true);
+    expect((await it.next()).value).toEqual({ op: "expired", instanceId: "s@http#eph#2" }); // the re-read, before the event
+    const next = (await it.next()).value;
+    expect(next && next.op === "metadata" && next.instance.metadata).toEqual({ zone: "b" });
+    stop.abort();
+  });
 });
