@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import { allowedMethods, answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal } from "@gov/service-kit";
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal, wrongMethodRefuser } from "@gov/service-kit";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -78,7 +78,7 @@ export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, w
 
 /** Every failure, whatever raised it, leaves as `{code, message}` with the status of the table above. */
 export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}): void {
-  const allowed = allowedMethods(app);
+  const refuseWrongMethod = wrongMethodRefuser(app);
   app.setErrorHandler((err, req, reply) => {
     const rest = toRestError(err, limits);
     logFailure(req, err, rest);
@@ -86,16 +86,8 @@ export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits =
   });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
-    const path = req.url.split("?")[0];
-    const allow = allowed(path);
-    if (allow.length > 0) {
-      void reply
-        .status(405)
-        .header("allow", allow.join(", "))
-        .send({ code: "unimplemented", message: `${req.method} is not allowed on ${excerpt(path)}: use ${allow.join(", ")}` });
-      return;
-    }
-    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(path)}: see /docs for the REST API` });
+    if (refuseWrongMethod(req, reply)) return;
+    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: see /docs for the REST API` });
   });
 }
 

@@ -1,5 +1,12 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import FindMyWay, { type HTTPMethod } from "find-my-way";
+import { excerpt } from "./excerpt.js";
+
+/** The body of every 405 (contract §3: `unimplemented`, naming what is allowed); `path` is quoted as an excerpt. */
+export const wrongMethodBody = (method: string, path: string, allow: readonly string[]) => ({
+  code: "unimplemented",
+  message: `${method} is not allowed on ${excerpt(path)}: use ${allow.join(", ")}`,
+});
 
 /**
  * The methods each registered path answers, so that a wrong method on a known path is a 405 with `Allow` rather than
@@ -31,5 +38,20 @@ export function allowedMethods(app: FastifyInstance): (path: string) => string[]
     }
     const found = router;
     return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
+  };
+}
+
+/**
+ * For a listener's not-found handler: answers a wrong method on a known path with 405, `Allow` and {@link wrongMethodBody},
+ * and says whether it did. Install it (it calls {@link allowedMethods}) before the routes are added.
+ */
+export function wrongMethodRefuser(app: FastifyInstance): (req: FastifyRequest, reply: FastifyReply) => boolean {
+  const allowed = allowedMethods(app);
+  return (req, reply) => {
+    const path = req.url.split("?")[0];
+    const allow = allowed(path);
+    if (allow.length === 0) return false;
+    void reply.status(405).header("allow", allow.join(", ")).send(wrongMethodBody(req.method, path, allow));
+    return true;
   };
 }

@@ -32,6 +32,17 @@ export function fastifyRefusal(err: FastifyError, tooLarge: string): { status: n
 }
 
 /**
+ * A listener's Fastify error handler: {@link fastifyRefusal}'s answer, and a 500's details in the log as `what`.
+ */
+export function refusalHandler(tooLarge: string, what: string): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
+  return (err, req, reply) => {
+    const answer = fastifyRefusal(err, tooLarge);
+    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, what);
+    void reply.status(answer.status).type("application/json").send(answer.body);
+  };
+}
+
+/**
  * Fastify's `frameworkErrors`, for every listener: the router's refusals (bad percent-escape, over-long path segment)
  * in the contract's shape, never echoing the URL (Fastify's own answer quotes all of it).
  */

@@ -1,7 +1,7 @@
-import { fastify, LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from "fastify";
-import { allowedMethods } from "./allowed-methods.js";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { wrongMethodRefuser } from "./allowed-methods.js";
 import type { ServingState } from "./grpc/health.js";
-import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler, refuseUnknownExpectations } from "./http-errors.js";
+import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
 import { REQUEST_TIMEOUT } from "./request-errors.js";
 import type { Logger } from "./logger.js";
 import type { Metrics } from "./metrics.js";
@@ -112,7 +112,7 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
   refuseUnknownExpectations(app.server);
-  const allowed = allowedMethods(app);
+  const refuseWrongMethod = wrongMethodRefuser(app);
   const { readiness, metrics } = options;
 
   // Liveness: the process answers, so its event loop runs. It stays UP while shutting down (a restart would not help).
@@ -132,18 +132,9 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     const { contentType, body } = await metrics.scrape();
     return reply.header("content-type", contentType).send(body);
   });
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    const answer = managementRefusal(err);
-    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "management request failed");
-    void reply.status(answer.status).type("application/json").send(answer.body);
-  });
+  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`, "management request failed"));
   app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split("?")[0];
-    const allow = allowed(path);
-    if (allow.length > 0) {
-      void reply.status(405).header("allow", allow.join(", ")).send({ code: "unimplemented", message: `${req.method} is not allowed on ${excerpt(path)}: use ${allow.join(", ")}` });
-      return;
-    }
+    if (refuseWrongMethod(req, reply)) return;
     void reply.status(404).send({
       code: "not_found",
       message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
@@ -152,6 +143,3 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   return app;
 }
 
-/** What Fastify refuses on the management port (a body, a slow body, a bad URL), in the contract's shape. */
-const managementRefusal = (err: FastifyError) =>
-  fastifyRefusal(err, `the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`);

@@ -4,6 +4,7 @@ import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/conn
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
+import { wrongMethodBody } from "./allowed-methods.js";
 import { excerpt } from "./excerpt.js";
 import { LIMIT_METADATA } from "./limits.js";
 import { mapBody } from "./universal-body.js";
@@ -132,12 +133,13 @@ type Fix = (code: Code, message: string) => Fixed | undefined;
  * alone; every failure of ours carries `{code, message}` (contract §3), and a 405 names what is allowed.
  */
 function bareRefusal(res: UniversalServerResponse, request: UniversalServerRequest, handler: UniversalHandler): UniversalServerResponse {
-  const path = excerpt(new URL(request.url, "http://x").pathname);
+  const pathname = new URL(request.url, "http://x").pathname;
+  const path = excerpt(pathname);
   const header = new Headers(res.header);
   let body: { code: string; message: string };
   if (res.status === 405) {
     header.set("allow", handler.allowedMethods.join(", "));
-    body = { code: "unimplemented", message: `${request.method} is not allowed on ${path}: use ${handler.allowedMethods.join(" or ")}` };
+    body = wrongMethodBody(request.method, pathname, handler.allowedMethods);
   } else if (request.method === "GET") {
     body = { code: "invalid_argument", message: `a Connect GET of ${path} carries its request in the query: encoding=json (or proto with base64=1), message=<the request>, connect=v1` };
   } else {
@@ -147,10 +149,15 @@ function bareRefusal(res: UniversalServerResponse, request: UniversalServerReque
       message: `content type ${type} is not one ${path} takes: application/json or application/proto (Connect${handler.method.methodKind === "unary" ? "" : ", as application/connect+json or +proto for streams"}), application/grpc, application/grpc-web`,
     };
   }
-  const bytes = encoder.encode(JSON.stringify(body));
+  return jsonError(res.status, body, header);
+}
+
+/** A `{code, message}` answer written by this layer (Connect unary's error shape), on `header` when given. */
+function jsonError(status: number, error: { code: string; message: string }, header = new Headers()): UniversalServerResponse {
+  const bytes = encoder.encode(JSON.stringify(error));
   header.set("content-type", "application/json");
   header.set("content-length", String(bytes.byteLength));
-  return { status: res.status, header, body: single(bytes) };
+  return { status, header, body: single(bytes) };
 }
 
 /**
@@ -168,10 +175,7 @@ function badGetMessage(url: string, inputType: string): UniversalServerResponse 
     base64Decode(params.get("message") ?? "");
     return undefined;
   } catch {
-    const body = encoder.encode(
-      JSON.stringify({ code: "invalid_argument", message: `the message query parameter is not base64 (base64=1): send the ${inputType} base64url-encoded, or JSON with encoding=json and no base64` }),
-    );
-    return { status: 400, header: new Headers({ "content-type": "application/json", "content-length": String(body.byteLength) }), body: single(body) };
+    return jsonError(400, { code: "invalid_argument", message: `the message query parameter is not base64 (base64=1): send the ${inputType} base64url-encoded, or JSON with encoding=json and no base64` });
   }
 }
 

@@ -1,7 +1,7 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
-import { fastify, type FastifyError, type FastifyInstance } from "fastify";
+import { fastify, type FastifyInstance } from "fastify";
 import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { logListening, quietFastifyLogging } from "./fastify-logging.js";
@@ -12,7 +12,7 @@ import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { serveConnectUnary } from "./connect-unary.js";
-import { clientErrorHandler, excerpt, fastifyRefusal, frameworkErrorHandler, refuseUnknownExpectations } from "./http-errors.js";
+import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
 export interface ConnectRoutesOptions {
@@ -92,11 +92,7 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   // What Fastify itself refuses — a content type no parser takes (before Connect-ES sees the call), a body it cannot
   // parse or over its default limit before the 404 of a path that is no RPC — in the contract's shape rather than
   // Fastify's. Set before the RPC scope is registered, which takes the handler its parent has then.
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    const answer = fastifyRefusal(err, `the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`);
-    if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, "request failed");
-    void reply.status(answer.status).type("application/json").send(answer.body);
-  });
+  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`, "request failed"));
   await app.register(async (rpcs) => {
     vouchForwardedFor(rpcs, options.trustedProxies ?? []);
     // Plain Connect unary calls over HTTP/1.1 skip Connect-ES's universal handler (see connect-unary.ts); the plugin
