@@ -43,19 +43,15 @@ function scalarFromText(field: DescField, text: string): unknown {
     case ScalarType.BOOL:
       if (text === "true" || text === "false") return text === "true";
       throw invalid(`${field.jsonName} must be true or false, not "${excerpt(text)}"`);
+    // Text that is no number at all is told so; the type's range is named only for a number outside it, since the
+    // service names the range it takes itself (a version: 1 to 2147483647), which may be narrower than the type's.
     case ScalarType.INT32:
     case ScalarType.SINT32:
-    case ScalarType.SFIXED32: {
-      const n = /^-?\d{1,10}$/.test(text) ? Number(text) : NaN;
-      if (!Number.isInteger(n) || n > 2147483647 || n < -2147483648) throw invalid(`${field.jsonName} must be a whole number from -2147483648 to 2147483647, not "${excerpt(text)}"`);
-      return n;
-    }
+    case ScalarType.SFIXED32:
+      return wholeNumber(field, text, -2147483648, 2147483647);
     case ScalarType.UINT32:
-    case ScalarType.FIXED32: {
-      const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
-      if (!Number.isInteger(n) || n > 4294967295) throw invalid(`${field.jsonName} must be a whole number from 0 to 4294967295, not "${excerpt(text)}"`);
-      return n;
-    }
+    case ScalarType.FIXED32:
+      return wholeNumber(field, text, 0, 4294967295);
     case ScalarType.INT64:
     case ScalarType.SINT64:
     case ScalarType.SFIXED64:
@@ -72,6 +68,14 @@ function scalarFromText(field: DescField, text: string): unknown {
     default:
       throw invalid(`${field.jsonName} cannot be given in the path or query`);
   }
+}
+
+function wholeNumber(field: DescField, text: string, min: number, max: number): number {
+  if (!/^-?\d+$/.test(text)) throw invalid(`${field.jsonName} must be a whole number, not "${excerpt(text)}"`);
+  const digits = text.replace(/^(-?)0+(?=\d)/, "$1");
+  const n = digits.length <= 11 ? Number(digits) : NaN; // a longer number is out of range: not parsed at all
+  if (!(n >= min && n <= max)) throw invalid(`${field.jsonName} must be a whole number from ${min} to ${max}, not "${excerpt(text)}"`);
+  return n;
 }
 
 function fieldByName(schema: DescMessage, name: string): DescField | undefined {
