@@ -10,6 +10,14 @@ import { inProcessTransport, responsesOfErrors, type LocalService } from "./tran
 
 const gzipAsync = promisify(gzip);
 
+
+/**
+ * How every Connect listener reads JSON messages: a key the message does not have is refused (`invalid_argument`, naming
+ * the key), as the REST API refuses it. Connect-ES ignores unknown keys by default; one rule on every protocol means a
+ * misspelled field (`"wieght"`) is never silently dropped on one path and refused on the other. Binary protobuf keeps
+ * its own rule: unknown fields are carried, as the format intends.
+ */
+export const CONNECT_JSON_OPTIONS = { ignoreUnknownFields: false } as const;
 /** Connect-ES compresses answers from this size on when the client accepts it; so do we. */
 const COMPRESS_MIN_BYTES = 1024;
 
@@ -59,7 +67,7 @@ export function serveConnectUnary(
 ): void {
   const services = servicesOf(options.routes);
   const transport: Transport = inProcessTransport(services, options.interceptors, { urlBase: options.baseUrl ?? "http://connect" });
-  const jsonOptions = getJsonOptions(undefined);
+  const jsonOptions = getJsonOptions(CONNECT_JSON_OPTIONS);
   const limits = { readMaxBytes: options.limit.readMaxBytes, writeMaxBytes: 0xffffffff };
   const routes = new Map<string, Route>();
   for (const { service } of services) {

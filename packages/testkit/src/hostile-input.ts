@@ -263,6 +263,14 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             const { connectUrl } = options.target();
             await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"a":', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
           });
+          it("a JSON key the message does not have is invalid_argument naming it, as on REST (never silently dropped)", async () => {
+            const { connectUrl } = options.target();
+            const res = await send(connectUrl + rpcPath(method), { method: "POST", body: '{"noSuchField":1}', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+            expect(res.status).toBe(400);
+            const body = JSON.parse(await res.text()) as { code: string; message: string };
+            expect(body.code).toBe("invalid_argument");
+            expect(body.message).toContain('"noSuchField" is unknown');
+          });
         }
         it("a wrong HTTP method is 405 with Allow, a content type no protocol takes 415, both as {code, message}", async () => {
           const { connectUrl } = options.target();
