@@ -20,6 +20,18 @@ export function toConnectError(err: unknown, logger: Logger): ConnectError {
   return new ConnectError("internal error: the server logged the details", Code.Internal);
 }
 
+/**
+ * An error as the fields of a warning about a failure that an outage explains (a store that cannot be reached, a lock
+ * that could not be extended): its type and message, without the stack, which would only show the client library's
+ * internals on every such line (`error: {type, message}`). `expected` defaults to "a store outage"; any other error is
+ * logged whole under `err`, stack included, since it may be a bug.
+ */
+export function outageLogFields(err: unknown, expected = err instanceof StoreUnavailableError || err instanceof WriteOutcomeUnknownError): { err: unknown } | { error: { type: string; message: string } } {
+  if (!expected || !(err instanceof Error)) return { err };
+  // not under `err`, which pino's error serializer would give a stack again
+  return { error: { type: err.name, message: err.message } };
+}
+
 /** Connect aborts a call's signal with `deadline_exceeded` when its deadline passes. */
 const deadlinePassed = (signal: AbortSignal) => signal.aborted && signal.reason instanceof ConnectError && signal.reason.code === Code.DeadlineExceeded;
 

@@ -1,10 +1,10 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
 export { perRecord } from "./per-record.js";
-export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, toConnectError } from "./errors.js";
+export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, outageLogFields, toConnectError } from "./errors.js";
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, serveConnect, withGrpcWireFixes, type ConnectRoutesOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
-export { serveConnectUnary } from "./connect-unary.js";
+export { CONNECT_JSON_OPTIONS, serveConnectUnary } from "./connect-unary.js";
 export { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 export { encodeGrpcMessage } from "./grpc/grpc-message.js";
 export type { ServingState } from "./grpc/health.js";

@@ -1,6 +1,6 @@
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { sharedNamespaceIndex } from "@gov/namespaces";
-import { storeBackedInstance, type ModuleContext, type ServiceModule } from "@gov/service-kit";
+import { outageLogFields, storeBackedInstance, type ModuleContext, type ServiceModule } from "@gov/service-kit";
 import { sharedRegistryStore } from "./open-store.js";
 import { createRegistryService } from "./registry-service.js";
 import { REGISTRY_PORTS, registryModuleSettings } from "./settings.js";
@@ -49,7 +49,7 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
       const namespaceRule = { requireHashTag: settings.requireHashTag };
       const now = options.now ?? Date.now;
       const topologyStore = options.topology ?? (await sharedTopologyStore(ctx, store));
-      const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn({ err }, "a topology edge could not be recorded") });
+      const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn(outageLogFields(err), "a topology edge could not be recorded") });
       const impl = createRegistryService({ store, namespaces, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
       // an injected store (tests) is not the process's Redis: its health is not ours to report
       return storeBackedInstance({

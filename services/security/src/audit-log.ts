@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Logger } from "@gov/service-kit";
+import { outageLogFields, type Logger } from "@gov/service-kit";
 import type { AuditRecord, SecurityStore } from "./store/security-store.js";
 
 /** Entries per store call: one Lua call's arguments stay far below Lua's stack limit. */
@@ -41,7 +41,7 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
       try {
         await write(batch);
       } catch (err) {
-        if (!failing) logger.warn({ err, pending: entries.length }, "audit log: the store refused entries; they are kept and retried");
+        if (!failing) logger.warn({ ...outageLogFields(err), pending: entries.length }, "audit log: the store refused entries; they are kept and retried");
         failing = true;
         retry = setTimeout(schedule, 500);
         for (const d of told) d?.(false); // waiting callers go on; the entries stay queued
@@ -129,7 +129,7 @@ function openBatches(store: SecurityStore, logger: Logger) {
       failing = false;
       return true;
     } catch (err) {
-      if (!failing) logger.warn({ err }, "audit log: the store refused opened entries; their outcomes will be written instead");
+      if (!failing) logger.warn(outageLogFields(err), "audit log: the store refused opened entries; their outcomes will be written instead");
       failing = true;
       return false;
     }

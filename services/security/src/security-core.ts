@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Logger } from "@gov/service-kit";
+import { outageLogFields, type Logger } from "@gov/service-kit";
 import { DUMMY_HASH, generatePassword, hashPassword, MAX_PASSWORD_BYTES, verifyPassword } from "./passwords.js";
 import { principalOf, type Principal } from "./principal.js";
 import type { SecurityStore, UserRecord } from "./store/security-store.js";
@@ -92,7 +92,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
         return;
       } catch (err) {
         if (closed || attempt >= RESTORE_ATTEMPTS) {
-          if (!closed) logger.warn({ err }, "after the store came back: the token key or the super user could not be restored; the next reconnect retries");
+          if (!closed) logger.warn(outageLogFields(err), "after the store came back: the token key or the super user could not be restored; the next reconnect retries");
           return;
         }
         await new Promise((resolve) => setTimeout(resolve, RESTORE_PAUSE_MS).unref());

@@ -54,11 +54,17 @@ describe("the audit writer", () => {
 
   it("keeps what the store refused and writes it once the store is back; close() writes what is left", async () => {
     const { store, state } = observedStore();
-    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    const lines: Record<string, unknown>[] = [];
+    const writer = createAuditWriter(store, 1000, createLogger("test", "info", { write: (line: string) => void lines.push(JSON.parse(line)) }));
     state.down = true;
     writer.record(entry(1));
     writer.record(entry(2));
     await expect.poll(() => state.calls, { timeout: 3000 }).toBeGreaterThanOrEqual(2); // retried
+    // an outage is expected: said once, at warn, with the store's message and without a stack
+    const refused = lines.filter((l) => (l.level as number) >= 40);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]).toMatchObject({ level: 40, msg: expect.stringMatching(/store refused entries/), error: { type: "StoreUnavailableError", message: expect.stringMatching(/unavailable/) } });
+    expect(JSON.stringify(refused[0])).not.toContain("stack");
     expect(await store.readAudit(Number.MAX_SAFE_INTEGER)).toEqual([]);
     state.down = false;
     writer.record(entry(3));

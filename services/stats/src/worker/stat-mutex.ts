@@ -1,5 +1,5 @@
 import type { RedisClient } from "@gov/redis";
-import type { Logger } from "@gov/service-kit";
+import { outageLogFields, type Logger } from "@gov/service-kit";
 import Redlock, { type Lock } from "redlock";
 
 /**
@@ -43,7 +43,8 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
     lock = undefined;
     clearInterval(extender);
     lost.abort();
-    options.logger.warn({ err, mutex: "stat" }, `lost the stat mutex: ${reason}`);
+    // expected whenever Redis cannot be reached for a while: the reason, not redlock's stack
+    options.logger.warn({ ...(err === undefined ? {} : outageLogFields(err, true)), mutex: "stat" }, `lost the stat mutex: ${reason}`);
   };
   const extend = async () => {
     const held = lock;
@@ -83,7 +84,7 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
         await held.release();
         options.logger.info({ mutex: "stat" }, "released the stat mutex");
       } catch (err) {
-        options.logger.warn({ err, mutex: "stat" }, `the stat mutex could not be released: it expires within ${ttlMs} ms`);
+        options.logger.warn({ ...outageLogFields(err, true), mutex: "stat" }, `the stat mutex could not be released: it expires within ${ttlMs} ms`);
       }
     },
   };

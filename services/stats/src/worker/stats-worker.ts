@@ -1,4 +1,4 @@
-import type { Logger } from "@gov/service-kit";
+import { outageLogFields, type Logger } from "@gov/service-kit";
 import type { StatsStore } from "../stats/stats-store.js";
 import type { StatMutex } from "./stat-mutex.js";
 import type { PassResult } from "./stats-pass.js";
@@ -76,7 +76,7 @@ export function startStatsWorker(options: StatsWorkerOptions): StatsWorker {
     if (stopping.signal.aborted) return;
     timer = setTimeout(() => {
       ticking = tick().then(schedule, (err: unknown) => {
-        logger.warn({ err, job: "stat" }, `statistics pass failed: ${(err as Error).message}; the next period retries`);
+        logger.warn({ ...outageLogFields(err), job: "stat" }, `statistics pass failed: ${(err as Error).message}; the next period retries`);
         schedule(tickMs);
       });
     }, delayMs);
