@@ -116,12 +116,12 @@ async function main() {
   } finally {
     await redis.stop();
   }
-  console.log(`REST config benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${DURATION} s per row (medians shown;`);
-  console.log("ratio = median of the per-round ratios). Each server in its own process; every PUT writes a new version.");
+  console.log(`REST config benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds; each round measures every row for ${DURATION} s right next to its`);
+  console.log("baseline (medians shown; ratio = median of the pairs' ratios). Each server in its own process; every PUT writes a new version.");
   console.log("CPU/req = CPU time per request of the server process, plus Redis's where Redis is used (server + Redis);");
   console.log("CPU ratio = bare's CPU/req divided by this row's: the req/s ratio when CPU is the only limit, steadier than req/s");
   console.log("on a host shared with other work.\n");
-  console.log("| server | request | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | req/s per round |");
+  console.log("| server | request | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
   console.log("|---|---|---|---|---|---|---|---|");
   for (const r of results) {
     const cells = configRowCells(r);

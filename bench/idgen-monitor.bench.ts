@@ -20,7 +20,7 @@ import { buildProcess } from "@gov/service-kit";
 
 process.env.BENCH_PROFILE ??= mkdtempSync(join(tmpdir(), "idgen-bench-")); // read by fixtures/wrk-servers.ts when imported
 const PROFILES = process.env.BENCH_PROFILE;
-const { CONFIG, CONNECTIONS, DURATION, fmt, loadConfig, measure, median, NS, ROUNDS, startServer, stop } = await import("./fixtures/wrk-servers.js");
+const { CONFIG, CONNECTIONS, DURATION, fmt, loadConfig, measure, median, NS, pairRatiosCell, ROUNDS, startServer, stop } = await import("./fixtures/wrk-servers.js");
 
 const SERIES = 1_000;
 const SCRAPES = 20;
@@ -113,10 +113,10 @@ async function scrapeWithManySeries() {
 const { rows, pid } = await throughput();
 const profile = idgenShare(pid);
 const scrape = await scrapeWithManySeries();
-console.log(`Config GET, all-in-one (embedded store), wrk -t1 -c${CONNECTIONS}, ${ROUNDS} interleaved rounds of ${DURATION} s (medians; ratio = median of per-round ratios):\n`);
-console.log("| process | req/s | p99 | ratio vs off | CPU/req | CPU ratio | req/s per round |");
+console.log(`Config GET, all-in-one (embedded store), wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds of ${DURATION} s, each row next to its baseline (medians; ratio = median of the pairs' ratios):\n`);
+console.log("| process | req/s | p99 | ratio vs off | CPU/req | CPU ratio | ratio per pair |");
 console.log("|---|---|---|---|---|---|---|");
-for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${r.p99.toFixed(1)} ms | ${r.ratio.toFixed(3)} | ${r.cpu.toFixed(0)} µs | ${r.cpuRatio.toFixed(3)} | ${r.rounds.map(fmt).join(", ")} |`);
+for (const r of rows) console.log(`| ${r.name} | ${fmt(r.rps)} | ${r.p99.toFixed(1)} ms | ${r.ratio.toFixed(3)} | ${r.cpu.toFixed(0)} µs | ${r.cpuRatio.toFixed(3)} | ${pairRatiosCell(r.pairRatios)} |`);
 console.log(`\nCPU profile of the "on" server over the whole run: ${(profile.share * 100).toFixed(2)} % of its busy time (${fmt(profile.busyMs)} ms) in @gov/idgen and @gov/idgen-monitor code (${profile.top.join(", ")})`);
 console.log(`\n/metrics with ${SERIES} generators (${scrape.idgenLines} idgen sample lines, ${scrape.kb.toFixed(0)} KB), ${SCRAPES} sequential scrapes after ${WARM_UP} (the first five: median ${scrape.first.toFixed(2)} ms): median ${scrape.median.toFixed(2)} ms, slowest ${scrape.max.toFixed(2)} ms; CPU per scrape (server + client) median ${scrape.cpu.toFixed(2)} ms\n`);
 const onRow = rows.find((r) => r.name.endsWith("on"))!;

@@ -14,7 +14,7 @@
  */
 import { Redis } from "ioredis";
 import { startRedis } from "@gov/testkit";
-import { fmt, load, measureRounds, startServer, stop, type Row } from "./fixtures/http-bench.js";
+import { fmt, load, measureRounds, pairRatiosCell, startServer, stop, type Row } from "./fixtures/http-bench.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -74,14 +74,14 @@ async function hotPart() {
       for (const row of rows) await load(row.url, { ...row.load, seconds: 2 });
       const results = await measureRounds(rows, ROUNDS, SECONDS);
 
-      console.log(`REST registry benchmark: wrk -t1 -c32, ${ROUNDS} interleaved rounds of ${SECONDS} s per row (medians; ratio = median of`);
-      console.log("per-round ratios to the group's bare route). CPU/req = CPU time per request of the server, plus Redis's where it is");
+      console.log(`REST registry benchmark: wrk -t1 -c32, ${ROUNDS} rounds of ${SECONDS} s per row, each next to its bare route (medians;`);
+      console.log("ratio = median of the pairs' ratios). CPU/req = CPU time per request of the server, plus Redis's where it is");
       console.log("used (server + Redis); CPU ratio = bare's CPU/req over this row's (steadier than req/s on a shared host). Register cycles through 1,000");
       console.log("instances (each a full re-registration), renew through the same 1,000.\n");
-      console.log("| request | server | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | req/s per round |");
+      console.log("| request | server | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
       console.log("|---|---|---|---|---|---|---|---|");
       for (const x of results) {
-        console.log(`| ${x.group} | ${x.name} | ${fmt(x.rps)} | ${x.p99.toFixed(1)} ms | ${x.ratio.toFixed(2)} | ${x.cpu.toFixed(0)} µs${x.cpuParts.length > 1 ? ` (${x.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""} | ${x.cpuRatio.toFixed(2)} | ${x.rounds.map(fmt).join(", ")} |`);
+        console.log(`| ${x.group} | ${x.name} | ${fmt(x.rps)} | ${x.p99.toFixed(1)} ms | ${x.ratio.toFixed(2)} | ${x.cpu.toFixed(0)} µs${x.cpuParts.length > 1 ? ` (${x.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""} | ${x.cpuRatio.toFixed(2)} | ${pairRatiosCell(x.pairRatios)} |`);
       }
       const ratio = (group: string, name: string) => results.find((x) => x.group === group && x.name === name)!.ratio;
       const verdicts: [string, boolean][] = [
