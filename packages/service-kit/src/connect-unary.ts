@@ -10,7 +10,6 @@ import { inProcessTransport, responsesOfErrors, type LocalService } from "./tran
 
 const gzipAsync = promisify(gzip);
 
-
 /**
  * How every Connect listener reads JSON messages: a key the message does not have is refused (`invalid_argument`, naming
  * the key), as the REST API refuses it. Connect-ES ignores unknown keys by default; one rule on every protocol means a
@@ -18,6 +17,7 @@ const gzipAsync = promisify(gzip);
  * its own rule: unknown fields are carried, as the format intends.
  */
 export const CONNECT_JSON_OPTIONS = { ignoreUnknownFields: false } as const;
+
 /** Connect-ES compresses answers from this size on when the client accepts it; so do we. */
 const COMPRESS_MIN_BYTES = 1024;
 
