@@ -106,7 +106,8 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
       const deadline = timeout === undefined ? undefined : Date.now() + timeout;
       const read = method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
       for (let attempt = 1; ; attempt++) {
-        const left = deadline === undefined ? undefined : Math.max(1, deadline - Date.now());
+        // The first attempt gets the whole timeout (what its deadline message names), a retry what is left of it.
+        const left = deadline === undefined || attempt === 1 ? timeout : Math.max(1, deadline - Date.now());
         try {
           return (await unary(method, signal, left, header, input, contextValues)) as never;
         } catch (err) {
