@@ -1,9 +1,9 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
-import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextValues, type ContextValues, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
+import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
 
 type UnaryCall = (
   method: DescMethodUnary,
@@ -129,7 +129,6 @@ export function connectUnaryClient(baseUrl: string, interceptors: Interceptor[] 
 
 /** A call the service did not answer in time: a read may simply be retried; a write may or may not have been applied. */
 function silentService(method: DescMethod, baseUrl: string, timeoutMs: number, cause: ConnectError): ConnectError {
-  const read = method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
-  const what = read ? "retry when it answers again" : "the write may or may not have been applied: read the data back before repeating it";
+  const what = isReadOnly(method) ? "retry when it answers again" : outcomeUnknown();
   return new ConnectError(`the service at ${baseUrl} did not answer within ${timeoutMs} ms: ${what}`, Code.DeadlineExceeded, undefined, undefined, cause);
 }

@@ -1,5 +1,4 @@
 import { create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import {
   Code,
   ConnectError,
@@ -15,6 +14,7 @@ import {
   type UnaryResponse,
 } from "@connectrpc/connect";
 import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason, untilFirst } from "@connectrpc/connect/protocol";
+import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
 import { CallerHeaders, isEmptyHeadersInit } from "./caller-headers.js";
 
 export interface LocalService {
@@ -172,8 +172,8 @@ async function* oneMessage(message: Promise<unknown>): AsyncIterable<unknown> {
 /** The error of a call whose signal aborted: its reason, and for a write cut by its deadline, that it may have been applied. */
 function abortError(signal: AbortSignal, method: DescMethod): ConnectError {
   const err = ConnectError.from(getAbortSignalReason(signal), Code.Canceled);
-  if (err.code !== Code.DeadlineExceeded || method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS) return err;
-  return new ConnectError(`the deadline passed before the answer (${err.rawMessage}): the write may or may not have been applied; read it back before repeating it`, Code.DeadlineExceeded);
+  if (err.code !== Code.DeadlineExceeded || isReadOnly(method)) return err;
+  return new ConnectError(`the deadline passed before the answer (${err.rawMessage}): ${outcomeUnknown()}`, Code.DeadlineExceeded);
 }
 
 /**

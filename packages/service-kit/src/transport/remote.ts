@@ -1,7 +1,7 @@
-import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { connectUnaryClient } from "./connect-unary-client.js";
+import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
 
 export interface RemoteTransportOptions {
   /**
@@ -78,7 +78,7 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
       return new ConnectError(`${service} unreachable at ${baseUrl}: ${failure.detail}${tries}${written}; retry when it is back`, Code.Unavailable, undefined, undefined, err);
     }
     return new ConnectError(
-      `the ${service} at ${baseUrl} closed the connection before answering (${failure.detail}), so the call may or may not have been applied: read the data back before repeating it`,
+      `the ${service} at ${baseUrl} closed the connection before answering (${failure.detail}), so ${outcomeUnknown("the call")}`,
       Code.DeadlineExceeded,
       undefined,
       undefined,
@@ -104,7 +104,7 @@ export function remoteTransport(baseUrl: string, opts: RemoteTransportOptions = 
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const timeout = timeoutMs ?? defaultTimeoutMs;
       const deadline = timeout === undefined ? undefined : Date.now() + timeout;
-      const read = method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
+      const read = isReadOnly(method);
       for (let attempt = 1; ; attempt++) {
         // The first attempt gets the whole timeout (what its deadline message names), a retry what is left of it.
         const left = deadline === undefined || attempt === 1 ? timeout : Math.max(1, deadline - Date.now());
