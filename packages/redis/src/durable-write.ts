@@ -13,7 +13,7 @@ export interface ReplicaPolicy {
   minReplicas: number;
   /** Longest WAIT, ms (> 0: WAIT 0 would block forever). */
   timeoutMs: number;
-  /** Told once per episode of writes that reached fewer replicas in time (and once when it is over). */
+  /** Told once per master per episode of writes that reached fewer replicas in time (and once when it is over). */
   logger?: { warn(obj: object, msg: string): void; info(obj: object, msg: string): void };
   /** Counted for every such write (a Prometheus counter). */
   underReplicated?: { inc(): void };
@@ -29,8 +29,12 @@ interface Durability {
    */
   writer: RedisClient;
   groups: Map<string, Pending[]>;
-  /** Inside an episode of under-replicated writes (logged at its start and end only). */
-  short: boolean;
+  /**
+   * The masters inside an episode of under-replicated writes (logged at its start and end only). Per master, not per
+   * client: on a Cluster whose one shard lost its replica, the other shards' writes do not end that shard's episode —
+   * one flag for all would log "lost" and "again" by turns for as long as both kinds of write went on.
+   */
+  short: Set<string>;
 }
 
 interface Pending {
@@ -65,7 +69,7 @@ export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy
     writer.disconnect();
     throw err;
   });
-  durabilities.set(client, { policy, writer, groups: new Map(), short: false });
+  durabilities.set(client, { policy, writer, groups: new Map(), short: new Set() });
   return () => closeDurableWriter(client);
 }
 
@@ -212,7 +216,9 @@ async function send(d: Durability, batch: Pending[]): Promise<void> {
     applied++;
     p.resolve(result);
   });
-  if (applied > 0) noteAcks(d, Number(acked), applied);
+  // The master as the slot map has it now, not as it had it when the writes were queued: ioredis follows a MOVED
+  // pipeline to the slot's new owner itself (and notes it in the map), so during a failover that is who answered.
+  if (applied > 0) noteAcks(d, masterOf(d, sent[0].key), Number(acked), applied);
   if (movedErr) await redirect(d, moved, movedErr);
 }
 
@@ -228,20 +234,24 @@ async function redirect(d: Durability, writes: Pending[], err: unknown): Promise
   for (const p of again) enqueue(d, p);
 }
 
-function noteAcks(d: Durability, acked: number, writes: number): void {
+/** The master serving `key`: the first node of its slot's entry in the slot map (the only one on a standalone Redis). */
+function masterOf(d: Durability, key: string): string {
+  if (d.writer instanceof Cluster) return groupOf(d.writer, key).split(";")[0];
+  const { host, port } = d.writer.options;
+  return `${host ?? "localhost"}:${port ?? 6379}`;
+}
+
+function noteAcks(d: Durability, master: string, acked: number, writes: number): void {
   const { policy } = d;
   if (acked >= policy.minReplicas) {
-    if (d.short) {
-      d.short = false;
-      policy.logger?.info({ replicas: acked, required: policy.minReplicas }, "Redis writes reach the required replicas again");
-    }
+    if (d.short.delete(master)) policy.logger?.info({ master, replicas: acked, required: policy.minReplicas }, "Redis writes reach the required replicas again");
     return;
   }
   for (let i = 0; i < writes; i++) policy.underReplicated?.inc();
-  if (!d.short) {
-    d.short = true;
+  if (!d.short.has(master)) {
+    d.short.add(master);
     policy.logger?.warn(
-      { replicas: acked, required: policy.minReplicas, timeoutMs: policy.timeoutMs },
+      { master, replicas: acked, required: policy.minReplicas, timeoutMs: policy.timeoutMs },
       `Redis write acknowledged by ${acked} of ${policy.minReplicas} required replicas within ${policy.timeoutMs} ms: it is applied on the master but would be lost if the master failed now; further such writes are counted in gov_redis_under_replicated_writes_total`,
     );
   }

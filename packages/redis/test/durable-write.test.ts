@@ -7,10 +7,13 @@ const APPEND = defineScript("test-durable-append", 1, "redis.call('RPUSH', KEYS[
 
 /** What a replica policy told its observers. */
 function observer() {
-  const seen = { warnings: [] as string[], infos: [] as string[], underReplicated: 0 };
+  const seen = { warnings: [] as string[], infos: [] as string[], fields: [] as object[], underReplicated: 0 };
   return {
     seen,
-    logger: { warn: (_: object, msg: string) => seen.warnings.push(msg), info: (_: object, msg: string) => seen.infos.push(msg) },
+    logger: {
+      warn: (fields: object, msg: string) => (seen.fields.push(fields), seen.warnings.push(msg)),
+      info: (fields: object, msg: string) => (seen.fields.push(fields), seen.infos.push(msg)),
+    },
     underReplicated: { inc: () => seen.underReplicated++ },
   };
 }
@@ -164,6 +167,43 @@ describe.skipIf(inject("redisSkipReason"))("durable writes across a Redis Cluste
     const present = new Set(await redisCaller(client)(() => client.lrange(key, 0, -1)));
     return acked.map((a) => a.i).filter((v) => !present.has(String(v)));
   }
+
+  it("one shard's replica lags while another's does not: one warning for that master, one 'again' when it catches up", async () => {
+    // Runs first: every shard still has its replica. Shard 2 is not killed by any test of this group.
+    const lagging = await shard(2);
+    const healthy = await shard(1);
+    const healthyKey = healthy.key.replace(/log$/, "lag-test"); // the same shard; not the list the control test counts
+    const client = await connectRedis(cluster.url);
+    const o = observer();
+    const closeWriter = await requireReplicas(client, { minReplicas: 1, timeoutMs: 300, ...o });
+    try {
+      await runDurableScript(client, APPEND, [healthyKey], ["warm"]);
+      process.kill(lagging.replica.pid, "SIGSTOP");
+      try {
+        // Alternating: each healthy write is acknowledged in full between two short ones, which used to end the
+        // episode and start another every time.
+        for (let i = 0; i < 3; i++) {
+          await runDurableScript(client, APPEND, [lagging.key], [`l${i}`]);
+          await runDurableScript(client, APPEND, [healthyKey], [`h${i}`]);
+        }
+      } finally {
+        process.kill(lagging.replica.pid, "SIGCONT");
+      }
+      expect(o.seen.underReplicated).toBe(3);
+      expect(o.seen.warnings).toHaveLength(1);
+      expect(o.seen.fields[0]).toMatchObject({ master: `127.0.0.1:${lagging.master.port}`, replicas: 0, required: 1 });
+      expect(o.seen.infos).toEqual([]);
+      await expect
+        .poll(async () => (await runDurableScript(client, APPEND, [lagging.key], ["back"]), o.seen.infos), { timeout: 15_000, interval: 100 })
+        .toEqual(["Redis writes reach the required replicas again"]);
+      expect(o.seen.fields.at(-1)).toMatchObject({ master: `127.0.0.1:${lagging.master.port}` });
+      expect(o.seen.warnings).toHaveLength(1);
+    } finally {
+      process.kill(lagging.replica.pid, "SIGCONT");
+      await closeWriter();
+      await quitQuietly(client);
+    }
+  }, 30_000);
 
   it("min-replicas 1: writes succeed again within 30 s of the kill and no acknowledged write is lost", async () => {
     const { key, master } = await shard(0);
