@@ -124,12 +124,26 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown, bou
   }
 }
 
-/** Checks every message of a request stream (a keepalive's, an import's) as it arrives. */
-async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
+/** Checks every message of a request stream (a keepalive's, an import's) as it arrives; `first` keeps the first one. */
+async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>, first: { message?: unknown }): AsyncIterable<unknown> {
   let bound = false;
   for await (const m of messages) {
     authorize(rule, principal, m, bound);
+    if (!bound) first.message = m;
     bound = true;
+    yield m;
+  }
+}
+
+/**
+ * A response stream (a watch) sends each message only while its caller may still have it: the token is checked again
+ * before every message — its expiry, and the user's lock, delete, session and roles, from the same caches as a call's
+ * first check — against the stream's first request (its namespace). A caller who may no longer read it gets the error
+ * instead of the message, and the stream ends: a watch opened once must not go on leaking what its user lost.
+ */
+async function* stillAuthorized(rule: MethodRule, auth: Authenticator, header: string | null, first: { message?: unknown }, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  for await (const m of messages) {
+    authorize(rule, auth.cachedPrincipal(header) ?? (await auth.authenticate(header)), first.message, true);
     yield m;
   }
 }
@@ -157,7 +171,10 @@ export function authorizationInterceptor(auth: Authenticator): Interceptor {
         authorize(rule, principal, req.message);
         return next(req);
       }
-      return next({ ...req, message: authorizedStream(rule, principal, req.message) as typeof req.message });
+      const first: { message?: unknown } = {};
+      return next({ ...req, message: authorizedStream(rule, principal, req.message, first) as typeof req.message }).then((res) =>
+        res.stream ? { ...res, message: stillAuthorized(rule, auth, header, first, res.message) as typeof res.message } : res,
+      );
     };
     // The hot path (token and user cached) costs no promise of its own.
     const cached = auth.cachedPrincipal(header);

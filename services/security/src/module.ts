@@ -130,16 +130,11 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
       };
     }
     const core = parts.core;
-    let own: { header: string; renewAt: number } | undefined;
-    /** A module's own call (a worker's) acts as the super user: a fresh access token, renewed before it expires. */
+    /** A module's own call (a worker's) acts as the super user (see SecurityCore.internalHeader). */
     const internalHeaders = async (header: HeadersInit | undefined): Promise<HeadersInit | undefined> => {
       const given = new Headers(header);
       if (given.has("authorization")) return header;
-      const now = (options.now ?? Date.now)();
-      if (!own || own.renewAt <= now) {
-        own = { header: `Bearer ${(await core.tokens.issue(core.superUsername)).accessToken}`, renewAt: now + settings.accessValidity / 2 };
-      }
-      given.set("authorization", own.header);
+      given.set("authorization", await core.internalHeader());
       return given;
     };
     return {

@@ -3,7 +3,7 @@ import { outageLogFields, type Logger } from "@gov/service-kit";
 import { DUMMY_HASH, generatePassword, hashPassword, MAX_PASSWORD_BYTES, verifyPassword } from "./passwords.js";
 import { principalOf, type Principal } from "./principal.js";
 import type { SecurityStore, UserRecord } from "./store/security-store.js";
-import { createTokens, generateJwtKey, TokenRefused, type Tokens } from "./tokens.js";
+import { createTokens, generateJwtKey, newSession, TokenRefused, type Tokens } from "./tokens.js";
 
 export interface CoreSettings {
   superUsername: string;
@@ -31,12 +31,22 @@ const RESTORE_PAUSE_MS = 1000;
 /** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
 const TOKEN_CACHE_SIZE = 10_000;
 
-/** A verified access token: whose it is, when it expires and when it was issued (epoch ms). */
+/** A verified access token: whose it is, when it expires (epoch ms), when it was issued (epoch s) and its session stamp. */
 interface VerifiedToken {
   username: string;
   expiresAt: number;
   issuedAt: number;
+  session?: string;
 }
+
+/**
+ * Whether a token still belongs to its user's current session: the stamps match (a new one is drawn at a password
+ * change, and for a user created again under the same name), and it was not issued before the cut-off that releases
+ * before the stamp recorded. A stamp, not a time: a token issued in the same second as the change (or by a login whose
+ * password check overlapped it) carries the old stamp and is refused.
+ */
+const inSession = (token: { issuedAt: number; session?: string }, user: UserRecord) =>
+  token.session === user.session && token.issuedAt >= (user.tokensAfter ?? 0);
 
 export function isLocked(user: Pick<UserRecord, "locked" | "lockedUntil">, now: number): boolean {
   return user.locked || user.lockedUntil > now;
@@ -63,6 +73,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   let closed = false;
 
   const verified = new Map<string, VerifiedToken>();
+  let internal: { header: string; session: string | undefined; renewAt: number } | undefined;
   // The last header that named a cached token, and that token's entry: the hot path's shortcut (cachedPrincipal).
   let lastHeader: string | undefined;
   let lastHit: VerifiedToken | undefined;
@@ -131,11 +142,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   };
 
   /** The user a still-valid login belongs to, read again: deleted and locked users are refused, and old sessions. */
-  const currentUser = async (username: string, issuedAt: number) => {
+  const currentUser = async (username: string, token: { issuedAt: number; session?: string }) => {
     const entry = await loadPrincipal(username);
     if (!entry) throw unauthenticated(`user ${JSON.stringify(username)} no longer exists: log in as another user`);
     if (username !== settings.superUsername && isLocked(entry.user, now())) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it`);
-    if (issuedAt < (entry.user.tokensAfter ?? 0)) throw unauthenticated("the password changed after this token was issued: log in again");
+    if (!inSession(token, entry.user)) throw unauthenticated("this session has ended (the password was changed, or the user removed and created again since this token was issued): log in again");
     return entry;
   };
 
@@ -164,8 +175,21 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       }
       if (hit === undefined || hit.expiresAt <= now()) return undefined;
       const entry = principals.get(hit.username);
-      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now())) || hit.issuedAt < (entry.user.tokensAfter ?? 0)) return undefined;
+      if (!entry || (entry.principal.superUser === false && isLocked(entry.user, now())) || !inSession(hit, entry.user)) return undefined;
       return entry.principal;
+    },
+
+    /**
+     * An access token of the super user, for a module's own calls (a worker has no caller to act for), in the super
+     * user's current session: issued again when that session changed (a reset) or the token is half way to expiry.
+     */
+    async internalHeader(): Promise<string> {
+      const session = (await loadPrincipal(settings.superUsername))?.user.session;
+      if (!internal || internal.renewAt <= now() || internal.session !== session) {
+        const { accessToken } = await tokens.issue(settings.superUsername, session);
+        internal = { header: `Bearer ${accessToken}`, session, renewAt: now() + settings.accessValidity / 2 };
+      }
+      return internal.header;
     },
 
     /** The caller of an `authorization` header value (`Bearer <accessToken>`), or unauthenticated (401). */
@@ -179,14 +203,14 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
         if (hit) verified.delete(token);
         try {
           const v = await tokens.verify(token, "access");
-          hit = { username: v.username, expiresAt: v.expiresAt, issuedAt: v.issuedAt };
+          hit = { username: v.username, expiresAt: v.expiresAt, issuedAt: v.issuedAt, session: v.session };
         } catch (err) {
           throw err instanceof TokenRefused ? unauthenticated(err.message) : err;
         }
         if (verified.size >= TOKEN_CACHE_SIZE) verified.clear();
         verified.set(token, hit);
       }
-      return (await currentUser(hit.username, hit.issuedAt)).principal;
+      return (await currentUser(hit.username, hit)).principal;
     },
 
     async login(username: string, password: string) {
@@ -202,7 +226,8 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       if (!ok && !superUser && !locked) await store.recordFailure(username, settings.maxFailures, now() + settings.lockDuration);
       if (!ok || locked) throw unauthenticated(LOGIN_REFUSED);
       if (user.failures > 0) await store.updateUser(username, { failures: 0 });
-      return tokens.issue(username);
+      // the session as read before the password check: a change that overlapped the check ends this one too
+      return tokens.issue(username, user.session);
     },
 
     async refresh(username: string, accessToken: string, refreshToken: string) {
@@ -217,8 +242,8 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       const access = await verify(accessToken, "access");
       if (refresh.aid !== access.jti || refresh.username !== access.username) throw unauthenticated("the refresh token does not belong to this access token: log in again");
       if (access.username !== username) throw unauthenticated(`these tokens belong to another user than ${JSON.stringify(username)}`);
-      await currentUser(username, refresh.issuedAt);
-      return tokens.issue(username);
+      const { user } = await currentUser(username, refresh);
+      return tokens.issue(username, user.session);
     },
 
     /**
@@ -232,8 +257,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       if (existing && !settings.enforceInitSuperUser) return;
       const password = settings.superPassword ?? generatePassword();
       const hashed = await hashPassword(password);
+      // A reset ends the super user's sessions (a new stamp). A new super user gets no stamp: it cannot be removed, so
+      // it is created again only when the store lost it (a Redis restarted empty), and then the sessions from before
+      // the loss stay good, as the restored token key lets them.
       if (existing) {
-        await store.updateUser(name, { ...hashed, locked: false, lockedUntil: 0, failures: 0, tokensAfter: Math.floor(now() / 1000) });
+        await store.updateUser(name, { ...hashed, locked: false, lockedUntil: 0, failures: 0, session: newSession() });
         logger.warn({ username: name }, "super user re-initialized (gov.security.enforce-init-super-user)");
       } else if (!(await store.addUser({ username: name, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 }))) {
         return; // another replica created it at the same time (and printed its password)

@@ -7,6 +7,7 @@ import { hashPassword, verifyPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
 import { checkPassword, isLocked, type SecurityCore } from "./security-core.js";
 import type { AuditRecord, Binding, SecurityStore } from "./store/security-store.js";
+import { newSession } from "./tokens.js";
 
 export interface SecurityServiceDeps {
   core: SecurityCore;
@@ -74,7 +75,8 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       checkNewName(req.username, "username");
       checkPassword(req.password);
       const hashed = await hashPassword(req.password);
-      const added = await store.addUser({ username: req.username, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0 });
+      // a fresh session stamp: tokens of an earlier user of this name (deleted since) do not fit it
+      const added = await store.addUser({ username: req.username, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0, session: newSession() });
       if (!added) throw new ConnectError(`user ${JSON.stringify(req.username)} already exists`, Code.AlreadyExists);
       return { added };
     },
@@ -94,7 +96,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         throw new ConnectError("oldPassword is wrong: send the current password to change it", Code.PermissionDenied);
       }
       // sessions issued before the change end (a stolen token or password stops working)
-      const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), tokensAfter: Math.floor(now() / 1000) });
+      const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), session: newSession() });
       if (!changed) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
       return { changed };
     },

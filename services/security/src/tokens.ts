@@ -12,6 +12,8 @@ export interface VerifiedToken {
   expiresAt: number;
   /** epoch s (the `iat` claim) */
   issuedAt: number;
+  /** The user's session stamp when the token was issued (the `ses` claim; absent in tokens of earlier releases). */
+  session?: string;
 }
 
 /** Why a token was refused, for the 401's message (never which part of a signature failed). */
@@ -25,17 +27,18 @@ const ALG = "HS256";
  */
 export function createTokens(secret: string, validity: { accessMs: number; refreshMs: number }, now: () => number = Date.now) {
   const key = new TextEncoder().encode(secret);
-  const issue = async (username: string): Promise<{ accessToken: string; refreshToken: string }> => {
+  const issue = async (username: string, session: string | undefined): Promise<{ accessToken: string; refreshToken: string }> => {
     const iat = Math.floor(now() / 1000);
     const aid = randomUUID();
-    const accessToken = await new SignJWT({ use: "access" })
+    const ses = session === undefined ? {} : { ses: session };
+    const accessToken = await new SignJWT({ use: "access", ...ses })
       .setProtectedHeader({ alg: ALG, typ: "JWT" })
       .setSubject(username)
       .setJti(aid)
       .setIssuedAt(iat)
       .setExpirationTime(iat + Math.ceil(validity.accessMs / 1000))
       .sign(key);
-    const refreshToken = await new SignJWT({ use: "refresh", aid })
+    const refreshToken = await new SignJWT({ use: "refresh", aid, ...ses })
       .setProtectedHeader({ alg: ALG, typ: "JWT" })
       .setSubject(username)
       .setJti(randomUUID())
@@ -59,12 +62,22 @@ export function createTokens(secret: string, validity: { accessMs: number; refre
     }
     if (payload.use !== use) throw new TokenRefused(`a ${String(payload.use ?? "foreign")} token was sent where the ${use} token is expected`);
     if (typeof payload.sub !== "string" || typeof payload.jti !== "string" || typeof payload.exp !== "number" || typeof payload.iat !== "number") throw new TokenRefused(`the ${use} token is not valid: log in again`);
-    return { username: payload.sub, jti: payload.jti, aid: typeof payload.aid === "string" ? payload.aid : undefined, expiresAt: payload.exp * 1000, issuedAt: payload.iat };
+    return {
+      username: payload.sub,
+      jti: payload.jti,
+      aid: typeof payload.aid === "string" ? payload.aid : undefined,
+      expiresAt: payload.exp * 1000,
+      issuedAt: payload.iat,
+      session: typeof payload.ses === "string" ? payload.ses : undefined,
+    };
   };
   return { issue, verify };
 }
 
 export type Tokens = ReturnType<typeof createTokens>;
+
+/** A new session stamp for a user (see UserRecord.session). */
+export const newSession = () => randomBytes(12).toString("base64url");
 
 /** A fresh JWT key for when no secret is configured (stored in the system namespace, shared by every replica). */
 export const generateJwtKey = () => randomBytes(48).toString("base64url");

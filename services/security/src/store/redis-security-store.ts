@@ -35,6 +35,7 @@ function toUser(username: string, h: Record<string, string>): UserRecord | undef
     locked: h.locked === "1",
     lockedUntil: Number(h.lockedUntil ?? 0) || 0,
     failures: Number(h.failures ?? 0) || 0,
+    ...(h.session ? { session: h.session } : {}),
     ...(h.tokensAfter ? { tokensAfter: Number(h.tokensAfter) } : {}),
   };
 }
@@ -77,6 +78,15 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     onLive: () => tell({ kind: "all", trusted: true }),
   });
   let closed = false;
+  /**
+   * This replica's own change, told to its listeners as soon as Redis answered, not only when the event comes back
+   * through Pub/Sub: a password change must end the old sessions for the very next call on this replica (the event
+   * still reaches the others, and this one again, which is harmless).
+   */
+  const told = (change: SecurityChange, changed: boolean): boolean => {
+    if (changed) tell(change);
+    return changed;
+  };
   const store: SecurityStore = {
     kind: options.kind ?? "redis",
     async getUser(username) {
@@ -92,18 +102,19 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async addUser(user) {
       const { username, ...fields } = user;
-      return (await call(() => runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1;
+      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1);
     },
     async updateUser(username, patch) {
       const fields = userFields(patch);
       if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
-      return (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1;
+      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1);
     },
     async removeUser(username) {
-      return (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1;
+      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1);
     },
     async recordFailure(username, maxFailures, lockUntil) {
       await call(() => runDurableScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
+      told({ kind: "user", name: username }, true);
     },
     async getRole(name) {
       const json = await call(() => client.hget(keys.roles, name));
@@ -115,9 +126,10 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async putRole(role) {
       await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
+      told({ kind: "role", name: role.name }, true);
     },
     async removeRole(name) {
-      return (await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1;
+      return told({ kind: "role", name }, (await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, name]))) === 1);
     },
     async openAudit(entries) {
       if (entries.length === 0) return;

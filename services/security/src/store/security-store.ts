@@ -16,7 +16,13 @@ export interface UserRecord {
   lockedUntil: number;
   /** Failed logins in a row since the last success or lockout. */
   failures: number;
-  /** Tokens issued before this time (epoch s: a password change, a super-user reset) are refused. */
+  /**
+   * The user's session stamp, a random text carried by every token issued to the user (its `ses` claim): a token is
+   * valid only while it matches. A new one is drawn when the user is created, its password changed or the super user
+   * reset, which ends every session issued before — also a deleted user's, when the name is created again.
+   */
+  session?: string;
+  /** Tokens issued before this time (epoch s) are refused: how releases before the session stamp ended sessions (read only). */
   tokensAfter?: number;
 }
 
@@ -61,7 +67,7 @@ export const OPEN_MARKER = `,"status":0,"msg":${JSON.stringify(NO_OUTCOME)},"opT
  */
 export type SecurityChange = { kind: "user" | "role"; name: string } | { kind: "all"; trusted: boolean };
 
-export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures" | "tokensAfter">>;
+export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures" | "session">>;
 
 /**
  * Where users, roles, the audit log and the JWT key live: the system namespace (contract §2) of the embedded store or
