@@ -110,6 +110,22 @@ describe("content rules are the same on every protocol", () => {
     expect(await r.json()).toEqual({ code: "invalid_argument", message: expect.stringMatching(/no file part named importZip/) });
   });
 
+  it("an archive sent as the raw body of an import is 415 saying how to send it, without quoting its bytes", async () => {
+    const zip = Buffer.concat([Buffer.from("PK\x03\x04"), Buffer.alloc(64, 7)]);
+    for (const type of ["application/zip", "application/octet-stream"]) {
+      const r = await fetch(base(), { method: "POST", body: zip, headers: { "content-type": type } });
+      const text = await r.text();
+      expect([r.status, JSON.parse(text)]).toEqual([415, { code: "invalid_argument", message: expect.stringContaining("curl -F importZip=@archive.zip") }]);
+      expect(text).not.toContain("PK");
+    }
+  });
+
+  it("a JSON body may start with a byte-order mark (RFC 8259 allows a parser to skip it)", async () => {
+    const body = Buffer.concat([Buffer.from("\ufeff", "utf8"), Buffer.from(JSON.stringify({ importZip: Buffer.from("not a zip").toString("base64") }))]);
+    const r = await fetch(base(), { method: "POST", body, headers: { "content-type": "application/json" } });
+    expect(await r.json()).toEqual({ code: "invalid_argument", message: expect.stringMatching(/not a readable ZIP/) }); // the JSON was read
+  });
+
   it("a Content-Type Fastify cannot parse is still raw content, as the README says (any content type)", async () => {
     const r = await fetch(`${base()}/odd-type`, { method: "PUT", body: "k: v\n", headers: { "content-type": "nonsense" } });
     expect(r.status).toBe(200);

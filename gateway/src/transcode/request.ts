@@ -2,10 +2,12 @@ import { gunzip, inflate, brotliDecompress, type InputType, type ZlibOptions, ty
 import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
+import { parserMessage, refuseLostKeys } from "@gov/service-kit";
 import { excerpt, HttpError } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
+const JSON_TYPE = /^application\/(.+\+)?json\b/i;
 // ignoreBOM: a leading BOM is content and is stored as sent (the default decoder would drop it).
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -97,7 +99,7 @@ function textBody(req: FastifyRequest, field: DescField): string {
   } catch {
     throw invalid(`the request body must be UTF-8 text`);
   }
-  if (/^application\/(.+\+)?json\b/i.test(req.headers["content-type"] ?? "") && text.trimStart().startsWith('"')) {
+  if (JSON_TYPE.test(req.headers["content-type"] ?? "") && text.trimStart().startsWith('"')) {
     try {
       const parsed: unknown = JSON.parse(text);
       if (typeof parsed === "string") {
@@ -114,14 +116,19 @@ function textBody(req: FastifyRequest, field: DescField): string {
   return text;
 }
 
-/** The body parsed as JSON; undefined when there is none. `hint` ends the message of a parse error. */
-function parsedBody(req: FastifyRequest, hint = ""): JsonValue | undefined {
+/**
+ * The body parsed as JSON; undefined when there is none. `hint` ends the message of a parse error, which never quotes
+ * the body (it may hold a password). A leading byte-order mark is skipped, as JSON parsers may (RFC 8259 §8.1).
+ */
+function parsedBody(req: FastifyRequest, hint = ": send a JSON object (Content-Type: application/json)"): JsonValue | undefined {
   const raw = req.body;
   if (!Buffer.isBuffer(raw) || raw.length === 0) return undefined;
+  const text = raw.toString("utf8");
+  refuseLostKeys(text);
   try {
-    return JSON.parse(raw.toString("utf8")) as JsonValue;
+    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text) as JsonValue;
   } catch (err) {
-    throw invalid(`the request body is not valid JSON (${excerpt((err as Error).message)})${hint}`);
+    throw invalid(`the request body is not valid JSON (${parserMessage((err as Error).message, 120)})${hint}`);
   }
 }
 
@@ -131,7 +138,7 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
   try {
     return fromJson(schema, json);
   } catch (err) {
-    throw invalid(`the request body does not match ${schema.name}: ${(err as Error).message}`);
+    throw invalid(`the request body does not match ${schema.name}: ${parserMessage((err as Error).message)}`);
   }
 }
 
@@ -163,7 +170,7 @@ function fieldJsonBody(req: FastifyRequest, schema: DescMessage, field: DescFiel
   try {
     return (fromJson(schema, { [field.jsonName]: json }) as unknown as Record<string, unknown>)[field.localName];
   } catch (err) {
-    throw invalid(`the request body is not a valid ${field.jsonName}: ${(err as Error).message.replace(/cannot decode field (?:\S+\.)?(\w+) from JSON: /g, "$1: ")}`);
+    throw invalid(`the request body is not a valid ${field.jsonName}: ${parserMessage((err as Error).message.replace(/cannot decode field (?:\S+\.)?(\w+) from JSON: /g, "$1: "))}`);
   }
 }
 
@@ -196,7 +203,16 @@ async function readParts(req: FastifyRequest, schema: DescMessage, init: Record<
  * except for a multipart upload: the hot path (a GET, a PUT of raw text) pays no promise for it.
  */
 export function buildRequest(route: RestRoute, req: FastifyRequest): Message | Promise<Message> {
-  if (route.body === "*" && typeof req.isMultipart === "function" && req.isMultipart()) return buildMultipartRequest(route, req);
+  if (route.body === "*" && typeof req.isMultipart === "function") {
+    if (req.isMultipart()) return buildMultipartRequest(route, req);
+    // an upload route (it has a file): JSON (the file in base64, as protobuf JSON has it) or a form; raw bytes are
+    // neither, and would be told they are not valid JSON
+    if (Buffer.isBuffer(req.body) && req.body.length > 0 && !JSON_TYPE.test(req.headers["content-type"] ?? "")) {
+      const file = route.method.input.fields.find((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
+      const name = file?.jsonName ?? "file";
+      throw new HttpError(415, "invalid_argument", `send the file as the part ${name} of a multipart/form-data body (curl -F ${name}=@archive.zip), or a JSON body with ${name} in base64 (Content-Type: application/json); not as the raw body`);
+    }
+  }
   const schema = route.method.input;
   // Read in this order, so that a request with several problems is told about the body's first, as it always was.
   const bodyField = route.body !== undefined && route.body !== "*" ? route.body : undefined;

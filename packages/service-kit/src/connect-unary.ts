@@ -5,6 +5,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type ServiceI
 import { createMethodSerializationLookup, getJsonOptions, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { refuseLostKeys } from "./lost-keys.js";
 import { correctedError, type MessageLimit } from "./request-errors.js";
 import { inProcessTransport, responsesOfErrors, type LocalService } from "./transport/in-process.js";
 
@@ -117,6 +118,7 @@ export function serveConnectUnary(
     reply.raw.once("close", onClose);
     try {
       let input: unknown;
+      if (!binary) refuseLostKeys(body.toString("utf8"));
       try {
         input = route.serialization.getI(binary).parse(body);
       } catch (err) {

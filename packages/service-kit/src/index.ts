@@ -21,4 +21,6 @@ export { limitExceeded, LIMIT_METADATA } from "./limits.js";
 export { restStatusOf } from "./rest-status.js";
 export { wrongMethodRefuser } from "./allowed-methods.js";
 export { clientErrorHandler, excerpt, frameworkErrorHandler, refuseUnknownExpectations, routerRefusal } from "./http-errors.js";
+export { parserMessage } from "./excerpt.js";
+export { refuseLostKeys } from "./lost-keys.js";
 export { clientAddresses, parseTrustedProxies, trustedProxiesSetting, vouchForwardedFor } from "./client-address.js";

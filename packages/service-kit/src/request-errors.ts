@@ -5,7 +5,7 @@ import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { wrongMethodBody } from "./allowed-methods.js";
-import { excerpt } from "./excerpt.js";
+import { excerpt, parserMessage } from "./excerpt.js";
 import { LIMIT_METADATA } from "./limits.js";
 import { mapBody } from "./universal-body.js";
 
@@ -51,6 +51,12 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, m
     if (message.startsWith("received compressed envelope")) {
       return { code: Code.InvalidArgument, message: "a request message is flagged as compressed, but no grpc-encoding header says how: send it uncompressed or name the encoding" };
     }
+  }
+  // A JSON request Connect-ES could not decode: its message quotes the client's input (V8's slice of the text, the
+  // unknown key whole), which must not come back as it was sent.
+  if (code === Code.InvalidArgument && message.includes("from JSON")) {
+    const safe = parserMessage(message);
+    return safe === message ? undefined : { code, message: safe };
   }
   if (code === Code.ResourceExhausted && message.includes("readMaxBytes")) {
     const size = /message size (\d+)/.exec(message)?.[1];

@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { getOption, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { getOption, ScalarType, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { http } from "@gov/api";
 import { describe, expect, it } from "vitest";
@@ -60,6 +60,8 @@ interface Route {
   verb: string;
   template: string;
   hasBody: boolean;
+  /** The body is read as JSON (not raw content, not a form). */
+  jsonBody: boolean;
   /** A neutral body: `[]` when the rule's body is a list field (role names), else `{}`. */
   emptyBody: string;
 }
@@ -70,7 +72,10 @@ function restRoutes(service: DescService): Route[] {
     const rule = getOption(method, http);
     if (!rule || rule.pattern.case === undefined || rule.pattern.case === "custom") continue;
     const bodyField = method.input.fields.find((f) => f.name === rule.body);
-    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
+    // a body read as JSON: the whole message (unless it uploads a file), or a map, list or message field
+    const takesFile = method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
+    const jsonBody = rule.body === "*" ? !takesFile : bodyField !== undefined && bodyField.fieldKind !== "scalar";
+    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", jsonBody, emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
   }
   return routes;
 }
@@ -271,6 +276,26 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             expect(body.code).toBe("invalid_argument");
             expect(body.message).toContain('"noSuchField" is unknown');
           });
+          it("a huge unknown JSON key is invalid_argument without echoing it", async () => {
+            const { connectUrl } = options.target();
+            const key = "k".repeat(5_000); // under every listener's message limit: the echo is what is tested
+            const body = await expectErrorShape(
+              await send(connectUrl + rpcPath(method), { method: "POST", body: JSON.stringify({ [key]: 1 }), headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }),
+              400,
+              "invalid_argument",
+              "k".repeat(200),
+            );
+            expect(body.message.length).toBeLessThan(1000);
+          });
+          it('a JSON key "__proto__" (which a protobuf-es map would lose) is invalid_argument, never silently dropped', async () => {
+            const { connectUrl } = options.target();
+            const body = await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"__proto__":"x"}', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+            expect(body.message).toContain("__proto__");
+          });
+          it("invalid JSON is invalid_argument without quoting the body (it may hold a password)", async () => {
+            const { connectUrl } = options.target();
+            await expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: '{"password":MySecretPassw0rd}', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument", "MySecret");
+          });
         }
         it("a wrong HTTP method is 405 with Allow, a content type no protocol takes 415, both as {code, message}", async () => {
           const { connectUrl } = options.target();
@@ -366,6 +391,22 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           await expectErrorShape(res, 405, "unimplemented");
           expect(allow.split(/,\s*/)).toContain(route.verb);
         });
+        if (route.jsonBody) {
+          it("a JSON body with a huge unknown key, or invalid JSON, is 400 invalid_argument without echoing either", async () => {
+            const { restUrl } = options.target();
+            const key = "k".repeat(5_000); // under every listener's message limit: the echo is what is tested
+            const huge = await expectErrorShape(
+              await send(restUrl + path, { method: route.verb, body: JSON.stringify({ [key]: 1 }), headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }),
+              400,
+              "invalid_argument",
+              "k".repeat(200),
+            );
+            expect(huge.message.length).toBeLessThan(1000);
+            await expectErrorShape(await send(restUrl + path, { method: route.verb, body: '{"password":MySecretPassw0rd}', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument", "MySecret");
+            const lost = await expectErrorShape(await send(restUrl + path, { method: route.verb, body: '{"__proto__":"x"}', headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) }), 400, "invalid_argument");
+            expect(lost.message).toContain("__proto__"); // a map would lose that key: refused, never silently dropped
+          });
+        }
         if (route.hasBody) {
           it("a body over the limit is 413 resource_exhausted naming the limit and its setting, without echoing it", async () => {
             const { restUrl } = options.target();
