@@ -90,6 +90,11 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       const user = await userOrThrow(req.username);
       checkPassword(req.newPassword, "newPassword");
       const caller = callerOf(ctx);
+      // The super user cannot be locked or removed and bypasses RBAC: an administrator who could reset its password
+      // could take it over and lock its owner out. Lost, it is reset at startup (gov.super.init).
+      if (req.username === superUser && caller && caller.username !== superUser) {
+        throw new ConnectError(`only the super user ${JSON.stringify(superUser)} may change its password (a lost one is reset by starting with gov.super.init=true and gov.super.password)`, Code.PermissionDenied);
+      }
       // An admin may reset anyone's password; everyone else (and an admin changing their own) proves the old one.
       const needsOld = !caller || !caller.admin || caller.username === req.username;
       if (needsOld && (req.oldPassword === "" || !(await verifyPassword(req.oldPassword, user)))) {
@@ -146,6 +151,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     },
     async deleteRole(req) {
       checkName(req.roleName, "roleName");
+      if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be removed, only unbound from users (PATCH /v1/users/{username}/role)`);
       if (!(await store.removeRole(req.roleName))) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
       return { removed: true };
     },

@@ -62,6 +62,18 @@ for (const target of targets) {
       expect(await store.removeRole("empty")).toBe(false);
     });
 
+    it("removing a role unbinds it from its users, so that a role created later under its name grants them nothing", async () => {
+      await store.putRole({ name: "ops/1", desc: "", bindings: [{ namespace: "{ops}", action: "rw" }] });
+      await store.addUser(user("dee", { roles: ["ops/1", "keep"] }));
+      await store.addUser(user("eve", { roles: ["ops/1"] }));
+      await store.addUser(user("fay", { roles: ["keep"] }));
+      expect(await store.removeRole("ops/1")).toBe(true);
+      expect(await replica.getUser("dee")).toMatchObject({ roles: ["keep"] });
+      expect(await replica.getUser("eve")).toMatchObject({ roles: [] });
+      expect(await replica.getUser("fay")).toMatchObject({ roles: ["keep"] });
+      for (const name of ["dee", "eve", "fay"]) await store.removeUser(name);
+    });
+
     it("audit: batches append in order, newest first, the oldest dropped past the retention", async () => {
       await store.appendAudit([audit(1), audit(2), audit(3)], 4);
       await store.appendAudit([audit(4), audit(5)], 4);

@@ -90,6 +90,12 @@ export function createMemorySecurityStore(): SecurityStore {
     },
     async removeRole(name) {
       if (!roles.delete(name)) return false;
+      // unbound from its users: a role created later under this name must grant them nothing
+      for (const u of users.values()) {
+        if (!u.roles.includes(name)) continue;
+        u.roles = u.roles.filter((r) => r !== name);
+        announce({ kind: "user", name: u.username });
+      }
       announce({ kind: "role", name });
       return true;
     },

@@ -96,6 +96,37 @@ return n`,
 );
 
 /**
+ * KEYS roles, users, then every user's key; ARGV channel, name, then every user's name (in the keys' order). Removes the role and unbinds it from every user, so
+ * that a role created later under the same name grants nothing to users bound to the old one. -1: the user set is not
+ * the one the caller read (a user was added or removed meanwhile): read it again and retry; else 1 removed, 0 absent.
+ */
+export const REMOVE_ROLE = defineScript(
+  "sec_remove_role",
+  -1,
+  `${PUBLISH}
+if redis.call('SCARD', KEYS[2]) ~= #KEYS - 2 then return -1 end
+if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then return 0 end
+for i = 3, #KEYS do
+  local json = redis.call('HGET', KEYS[i], 'roles')
+  if json then
+    local ok, roles = pcall(cjson.decode, json)
+    if ok and type(roles) == 'table' then
+      local kept, dropped = {}, false
+      for _, r in ipairs(roles) do
+        if r == ARGV[2] then dropped = true else kept[#kept + 1] = r end
+      end
+      if dropped then
+        redis.call('HSET', KEYS[i], 'roles', #kept == 0 and '[]' or cjson.encode(kept))
+        publish('user', ARGV[i + 1])
+      end
+    end
+  end
+end
+publish('role', ARGV[2])
+return 1`,
+);
+
+/**
  * KEYS audit, auditOpen; ARGV maxEntries, n, n ids, then the n entries oldest first. One call per batch: the open
  * entries of those ids go, the entries with their outcome are pushed, the log trimmed.
  */

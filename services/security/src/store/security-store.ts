@@ -88,6 +88,7 @@ export interface SecurityStore {
   getRole(name: string): Promise<RoleRecord | undefined>;
   listRoles(): Promise<RoleRecord[]>;
   putRole(role: RoleRecord): Promise<void>;
+  /** Removes the role and unbinds it from every user who holds it. */
   removeRole(name: string): Promise<boolean>;
   /** Stores entries whose calls are under way (no outcome yet), in one store call; they are read with the log. */
   openAudit(entries: AuditRecord[]): Promise<void>;
