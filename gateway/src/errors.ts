@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, restStatusOf, routerRefusal, wrongMethodRefuser } from "@gov/service-kit";
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, restStatusOf, routerRefusal, wrongMethodRefuser } from "@gov/service-kit";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -87,7 +87,9 @@ export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits =
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
     if (refuseWrongMethod(req, reply)) return;
-    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: see /docs for the REST API` });
+    const path = req.url.split("?")[0];
+    const hint = hasEmptySegment(path) ? `a path segment is empty (a trailing or doubled "/"): remove it` : "see /docs for the REST API";
+    void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(path)}: ${hint}` });
   });
 }
 

@@ -41,6 +41,9 @@ export function allowedMethods(app: FastifyInstance): (path: string) => string[]
   };
 }
 
+/** A trailing or doubled `/` (not the root itself). */
+export const hasEmptySegment = (path: string) => path.length > 1 && (path.endsWith("/") || path.includes("//"));
+
 /**
  * For a listener's not-found handler: answers a wrong method on a known path with 405, `Allow` and {@link wrongMethodBody},
  * and says whether it did. Install it (it calls {@link allowedMethods}) before the routes are added.
@@ -49,6 +52,9 @@ export function wrongMethodRefuser(app: FastifyInstance): (req: FastifyRequest, 
   const allowed = allowedMethods(app);
   return (req, reply) => {
     const path = req.url.split("?")[0];
+    // `…/instances/` matches the route of one instance with an empty id: a 405 "use DELETE" would mislead a client
+    // that meant `…/instances`. A path with an empty segment is no known path.
+    if (hasEmptySegment(path)) return false;
     const allow = allowed(path);
     if (allow.length === 0) return false;
     void reply.status(405).header("allow", allow.join(", ")).send(wrongMethodBody(req.method, path, allow));

@@ -19,7 +19,7 @@ export { createMetrics, type Metrics } from "./metrics.js";
 export { fixRequestErrors, REQUEST_TIMEOUT, requestTimeoutSetting, type MessageLimit, type RequestGuards } from "./request-errors.js";
 export { limitExceeded, LIMIT_METADATA } from "./limits.js";
 export { restStatusOf } from "./rest-status.js";
-export { wrongMethodRefuser } from "./allowed-methods.js";
+export { hasEmptySegment, wrongMethodRefuser } from "./allowed-methods.js";
 export { clientErrorHandler, excerpt, frameworkErrorHandler, refuseUnknownExpectations, routerRefusal } from "./http-errors.js";
 export { parserMessage } from "./excerpt.js";
 export { refuseLostKeys } from "./lost-keys.js";

@@ -32,6 +32,13 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
     );
   }
   if (rule.requireHashTag && !hasHashTag(namespace)) {
+    // "%7Bdev%7D" arrived still encoded: the client encoded the braces twice (it sent "%257Bdev%257D").
+    if (/%7B|%7D/i.test(namespace)) {
+      throw new ConnectError(
+        `namespace "${namespace.slice(0, 64)}" still holds percent-escapes of "{" and "}" after the URL was decoded: it was percent-encoded twice; encode it once ({dev} is %7Bdev%7D in a URL)`,
+        Code.InvalidArgument,
+      );
+    }
     // Suggest a tag built from the name's own letters: "{}" must not become "{{}}", which is no better.
     const base = namespace.replace(/[{}]/g, "") || "dev";
     const same = namespace.includes("{") || namespace.includes("}") ? "" : ` "${namespace}" and "{${namespace}}" are different namespaces.`;

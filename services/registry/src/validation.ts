@@ -18,6 +18,8 @@ const MAX_METADATA_VALUE = 4096;
 const MAX_METADATA_ENTRIES = 256;
 /** `GET …/services/stats` and `GET …/services/watch` are routes: a service of either name could not be told apart in REST paths. */
 const RESERVED_SERVICE_IDS = new Set(["stats", "watch"]);
+/** Names the prototype of a JavaScript object: a protobuf-es map (the topology's consumers) cannot hold it as a key. */
+const PROTO_KEY = "__proto__";
 const ID_FORMAT = "{serviceId}@{schema}#{host}#{port}, e.g. order@http#10.0.0.1#8080 (in a URL send # as %23: order@http%2310.0.0.1%238080)";
 
 /** Rules for naming a service in any call. */
@@ -34,8 +36,9 @@ export function checkServiceId(serviceId: string): void {
 export function checkWritableServiceId(serviceId: string): void {
   checkServiceId(serviceId);
   // " order" and "order" would be two services that look alike in every list: refused when created
-  if (serviceId.trim() !== serviceId) throw invalid(`serviceId ${JSON.stringify(excerpt(serviceId))} starts or ends with a space: remove it`);
+  if (serviceId.trim() !== serviceId) throw invalid(`serviceId ${excerpt(serviceId)} starts or ends with a space: remove it`);
   if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/${serviceId} is a route of its own): choose another name`);
+  if (serviceId === PROTO_KEY) throw invalid(`serviceId "${PROTO_KEY}" is reserved (it names a JavaScript object's prototype, so the topology could not list it): choose another name`);
 }
 
 export function checkSchema(schema: string): void {

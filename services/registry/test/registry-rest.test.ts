@@ -189,11 +189,13 @@ for (const target of storeTargets()) {
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
       r = await req("PUT", svc(n, "watch", "/instances"), { schema: "http", host: "h", port: 1 });
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
+      r = await req("PUT", svc(n, "__proto__", "/instances"), { schema: "http", host: "h", port: 1 });
+      expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("reserved")]);
       r = await req("PUT", svc(n, "a#b"));
       expect(r.statusCode).toBe(400);
       for (const id of [" ", " order", "order "]) {
         r = await req("PUT", svc(n, id));
-        expect([r.statusCode, r.json().message], JSON.stringify(id)).toEqual([400, expect.stringContaining("starts or ends with a space")]);
+        expect([r.statusCode, r.json().message], JSON.stringify(id)).toEqual([400, `serviceId ${JSON.stringify(id)} starts or ends with a space: remove it`]);
       }
       r = await req("GET", svc("dev", "x", "/instances"));
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("hash tag")]);

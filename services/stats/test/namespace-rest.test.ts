@@ -68,11 +68,15 @@ for (const target of namespaceTargets()) {
         expect(res.json()).toEqual({ code: "invalid_argument", message: expect.stringMatching(/hash tag/) });
       }
       expect(await list()).not.toContain("dev");
+      // encoded twice: "%257Bdev%257D" decodes to "%7Bdev%7D", which must not be told to become "{%7Bdev%7D}"
+      const twice = await req("PUT", `${NS}/%257Bdev%257D`);
+      expect([twice.status, (twice.json() as { message: string }).message]).toEqual([400, expect.stringContaining("percent-encoded twice")]);
     });
 
     it("the literal `current` is the current-namespace resource, never a namespace", async () => {
       expect((await req("GET", `${NS}/current`)).status).toBe(200);
-      expect((await req("PUT", `${NS}/current`)).status).toBe(400); // PUT /v1/namespaces/{namespace} with "current"
+      const put = await req("PUT", `${NS}/current`); // PUT /v1/namespaces/{namespace} with "current": the name was left out
+      expect([put.status, (put.json() as { message: string }).message]).toEqual([400, expect.stringContaining("PUT /v1/namespaces/current/{namespace}")]);
       expect((await req("DELETE", `${NS}/current`)).status).toBe(400);
       expect((await req("GET", `${NS}/current/configs`)).status).toBe(400); // a namespace "current" has no hash tag
       const tagged = ns("current-");

@@ -30,8 +30,11 @@ const RESERVED = "current";
 export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<typeof NamespaceService> {
   const { index } = deps;
   const checkTarget = (ns: string) => {
+    // before the hash-tag rule: `PUT /v1/namespaces/current` is far likelier a current-namespace call missing its name
+    if (ns === RESERVED) {
+      throw new ConnectError(`"${RESERVED}" cannot name a namespace: to make a namespace the current one, name it (PUT /v1/namespaces/current/{namespace}); to create one, use a name with a hash tag such as {current}`, Code.InvalidArgument);
+    }
     checkNamespace(ns, deps.namespaceRule);
-    if (ns === RESERVED) throw new ConnectError(`"${RESERVED}" cannot name a namespace: /v1/namespaces/current is the current-namespace resource; use a name with a hash tag such as {current}`, Code.InvalidArgument);
   };
 
   return {
