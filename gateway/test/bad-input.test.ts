@@ -25,7 +25,7 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "version that is not a number", method: "GET", url: "/configs/keep/versions/1e3", status: 400, code: "invalid_argument", message: /^version must be a whole number, not "1e3"$/ },
     { name: "version with leading zeros", method: "GET", url: "/configs/nope/versions/00000000000001", status: 404, code: "not_found" },
     { name: "version 0", method: "GET", url: "/configs/keep/versions/0", status: 400, code: "invalid_argument", message: /from 1 to 2147483647/ },
-    { name: "rollback target out of int32 range", method: "PUT", url: "/configs/keep/to/99999999999", status: 400, code: "invalid_argument", message: /from -2147483648 to 2147483647, not "99999999999"/ },
+    { name: "rollback target out of int32 range", method: "PUT", url: "/configs/keep/to/99999999999", status: 400, code: "invalid_argument", message: /^targetVersion must be at most 2147483647, not "99999999999"$/ },
     { name: "config id with '..' segments", method: "PUT", url: `/configs/${seg("a/../b")}`, payload: "x", status: 400, code: "invalid_argument", message: /"\.\." segments/ },
     { name: "config id that the export route shadows", method: "PUT", url: "/configs/export", payload: "x", status: 400, code: "invalid_argument", message: /reserved/ },
     { name: "config id with a control character", method: "PUT", url: `/configs/${seg("a\u0001")}`, payload: "x", status: 400, code: "invalid_argument" },

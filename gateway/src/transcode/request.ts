@@ -76,7 +76,9 @@ function wholeNumber(field: DescField, text: string, min: number, max: number): 
   if (!/^-?\d+$/.test(text)) throw invalid(`${field.jsonName} must be a whole number, not "${excerpt(text)}"`);
   const digits = text.replace(/^(-?)0+(?=\d)/, "$1");
   const n = digits.length <= 11 ? Number(digits) : NaN; // a longer number is out of range: not parsed at all
-  if (!(n >= min && n <= max)) throw invalid(`${field.jsonName} must be a whole number from ${min} to ${max}, not "${excerpt(text)}"`);
+  // Only the bound that was crossed: the field's own range may be narrower (a version is 1 to 2147483647, a page's
+  // limit at most 1000) and is the service's to name, so "from -2147483648" would mislead.
+  if (!(n >= min && n <= max)) throw invalid(`${field.jsonName} must be ${digits.startsWith("-") ? `at least ${min}` : `at most ${max}`}, not "${excerpt(text)}"`);
   return n;
 }
 
@@ -221,7 +223,15 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   const query = req.query as Record<string, string | string[]>;
   const fromQuery = hasKeys(query) ? queryFields(route, query, bodyField, route.body === "*" ? msg : undefined) : undefined;
   const fields = msg as unknown as Record<string, unknown>;
-  for (const field of route.pathFields) fields[field.localName] = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
+  for (const field of route.pathFields) {
+    const value = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
+    // A whole-message body that names a path field differently would be overruled without a word (a register into
+    // another service than the body says): the same value is fine, another one is refused.
+    if (route.body === "*" && isFieldSet(msg, field) && fields[field.localName] !== value) {
+      throw invalid(`${field.jsonName} is given by the path (${JSON.stringify(excerpt(String(value)))}) and the body says otherwise: leave it out of the body`);
+    }
+    fields[field.localName] = value;
+  }
   if (bodyField) fields[bodyField.localName] = fieldValue;
   if (fromQuery !== undefined) Object.assign(msg, fromQuery);
   return msg;

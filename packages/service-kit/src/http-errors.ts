@@ -12,7 +12,7 @@ export function routerRefusal(err: { code?: string }): { status: number; body: {
     return { status: 400, body: { code: "invalid_argument", message: "the URL holds a malformed percent-escape: write '%' as %25 and escape non-ASCII characters as UTF-8 bytes" } };
   }
   if (err.code === "FST_ERR_MAX_PARAM_LENGTH") {
-    return { status: 400, body: { code: "invalid_argument", message: "a path segment is longer than 2048 characters (config ids are at most 512): send a shorter one" } };
+    return { status: 400, body: { code: "invalid_argument", message: "a path segment is longer than 2048 characters, far longer than any id this API takes: send a shorter one" } };
   }
   return undefined;
 }

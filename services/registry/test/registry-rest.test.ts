@@ -179,6 +179,8 @@ for (const target of storeTargets()) {
         [{ schema: "http", host: "h", port: 1, ttl: "10s", isEphemeral: false }, /fixed instance .*never expires/],
         ["not json", /not valid JSON/],
         [[1, 2], /RegisterInstanceRequest/],
+        [{ schema: "http", host: "h", port: 1, serviceId: "other" }, /serviceId is given by the path \("bad"\) and the body says otherwise/],
+        [{ schema: "http", host: "h", port: 1, metadata: { __proto__x: "fine", ["__proto__"]: "lost" } }, /__proto__/],
       ];
       for (const [body, message] of cases) {
         const r = await req("PUT", svc(n, "bad", "/instances"), body);
