@@ -271,13 +271,27 @@ function parseTime(raw: string, name: string): number | undefined {
 export function auditMatcher(f: AuditFilter): (e: AuditRecord) => boolean {
   const from = parseTime(f.from, "from");
   const to = parseTime(f.to, "to");
+  if (from !== undefined && to !== undefined && from > to) throw new ConnectError(`from (${f.from.slice(0, 64)}) is after to (${f.to.slice(0, 64)}): no entry can match; swap them`, Code.InvalidArgument);
   const q = f.query.toLowerCase();
   if (q.length > 256) throw new ConnectError("query is longer than 256 characters", Code.InvalidArgument);
   return (e) =>
     (from === undefined || e.opTime >= from) &&
     (to === undefined || e.opTime <= to) &&
     (f.successful === undefined || (e.status > 0 && e.status < 400) === f.successful) &&
-    (q === "" || [e.operator, e.ip, e.resource, e.action, e.msg].some((s) => s.toLowerCase().includes(q)));
+    (q === "" || [e.operator, e.ip, e.resource, e.action, e.msg].some((s) => s.toLowerCase().includes(q)) || decodedPath(e.resource).toLowerCase().includes(q));
+}
+
+/**
+ * A resource as a person types it: its path keeps the escapes a value needs to stay one segment (`dir%2Fdb.json`), so
+ * a query for `dir/db.json` matches the decoded form too.
+ */
+function decodedPath(resource: string): string {
+  if (!resource.includes("%")) return resource;
+  try {
+    return decodeURIComponent(resource);
+  } catch {
+    return resource;
+  }
 }
 
 /** The contract's CSV header. */

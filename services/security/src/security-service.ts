@@ -141,8 +141,11 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be defined, only bound to users`);
       if (req.desc.length > 1024) throw invalid("desc must be at most 1024 characters");
       if (req.resourceActionBind.length > 1000) throw invalid("a role binds at most 1000 namespaces");
+      const bound = new Set<string>();
       const bindings: Binding[] = req.resourceActionBind.map((b) => {
         checkNamespace(b.namespace, deps.namespaceRule);
+        if (bound.has(b.namespace)) throw invalid(`namespace ${b.namespace} is bound twice: bind it once, with the action that covers both (r, w or rw)`);
+        bound.add(b.namespace);
         if (b.action !== "r" && b.action !== "w" && b.action !== "rw") throw invalid(`action ${JSON.stringify(b.action.slice(0, 16))} of ${b.namespace} is not one of r, w, rw`);
         return { namespace: b.namespace, action: b.action };
       });

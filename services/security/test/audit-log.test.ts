@@ -87,6 +87,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         const bad = await p.rest("GET", "/v1/audit-log?from=yesterday", { token: root });
         expect([bad.status, bad.body.code]).toEqual([400, "invalid_argument"]);
         expect((await p.rest("GET", "/v1/audit-log?limit=5000", { token: root })).status).toBe(400);
+        const swapped = await p.rest("GET", "/v1/audit-log?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", { token: root });
+        expect([swapped.status, swapped.body.message]).toEqual([400, expect.stringContaining("swap them")]);
+        // a config id holding "/" is one path segment in the resource (dir%2Fdb.json); the query may spell it plainly
+        await p.rest("PUT", `/v1/namespaces/${n}/configs/${seg("dir/db.json")}`, { token: root, body: "d" });
+        await expect.poll(async () => (await query(p, root, `?query=${seg(`${n}/configs/dir/db.json`)}`)).total, { timeout: 10_000 }).toBe(1);
       });
 
       it("exports CSV: the header, every cell quoted, formulas defused", async () => {

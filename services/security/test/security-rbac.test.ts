@@ -282,6 +282,8 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("PUT", `/v1/roles/${seg("dev\u2066s")}`, { token: root, body: { desc: "d", resourceActionBind: [] } })).status).toBe(400);
       expect((await p.rest("PATCH", "/v1/users/bob/role", { token: root, body: ["no-such-role"] })).status).toBe(404);
       expect((await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "x" }] } })).status).toBe(400);
+      const twice = await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "r" }, { namespace: "{dev}", action: "w" }] } });
+      expect([twice.status, twice.body.message]).toEqual([400, expect.stringContaining("bound twice")]);
     });
 
     it("10 bad passwords lock for 15 minutes; unknown users get the same answer as wrong passwords", async () => {
