@@ -2,7 +2,7 @@ import { gunzip, inflate, brotliDecompress, type InputType, type ZlibOptions, ty
 import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMessage, type JsonValue, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
-import { parserMessage, refuseLostKeys } from "@gov/service-kit";
+import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
 import { excerpt, HttpError } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
@@ -140,7 +140,7 @@ function jsonBody(req: FastifyRequest, schema: DescMessage): Message {
   try {
     return fromJson(schema, json);
   } catch (err) {
-    throw invalid(`the request body does not match ${schema.name}: ${parserMessage((err as Error).message)}`);
+    throw invalid(`the request body does not match ${schema.name}: ${decodeHint(parserMessage((err as Error).message), schema)}`);
   }
 }
 

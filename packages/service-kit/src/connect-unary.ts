@@ -122,7 +122,7 @@ export function serveConnectUnary(
       try {
         input = route.serialization.getI(binary).parse(body);
       } catch (err) {
-        throw correctedError(ConnectError.from(err), options.limit, route.method.input.typeName);
+        throw correctedError(ConnectError.from(err), options.limit, route.method.input);
       }
       const res = await transport.unary(route.method, abort.signal, timeoutMs, request.headers as Record<string, string>, input as never, undefined);
       out = route.serialization.getO(binary).serialize(res.message);

@@ -23,4 +23,5 @@ export { hasEmptySegment, wrongMethodRefuser } from "./allowed-methods.js";
 export { clientErrorHandler, excerpt, frameworkErrorHandler, refuseUnknownExpectations, routerRefusal } from "./http-errors.js";
 export { parserMessage } from "./excerpt.js";
 export { refuseLostKeys } from "./lost-keys.js";
+export { decodeHint } from "./decode-hints.js";
 export { clientAddresses, parseTrustedProxies, trustedProxiesSetting, vouchForwardedFor } from "./client-address.js";

@@ -1,10 +1,12 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
+import type { DescMessage } from "@bufbuild/protobuf";
 import type { UniversalHandler, UniversalHandlerFn, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { wrongMethodBody } from "./allowed-methods.js";
+import { decodeHint } from "./decode-hints.js";
 import { excerpt, parserMessage } from "./excerpt.js";
 import { LIMIT_METADATA } from "./limits.js";
 import { mapBody } from "./universal-body.js";
@@ -24,8 +26,8 @@ configureTextEncoding({
 });
 
 /** `err` as the listener answers it: request-decoding failures `invalid_argument`, over-size ones naming the limit. */
-export function correctedError(err: ConnectError, limit: MessageLimit | undefined, inputType: string): ConnectError {
-  const fixed = correct(err.code, err.rawMessage, limit, inputType);
+export function correctedError(err: ConnectError, limit: MessageLimit | undefined, input: DescMessage): ConnectError {
+  const fixed = correct(err.code, err.rawMessage, limit, input);
   return fixed ? new ConnectError(fixed.message, fixed.code, fixed.limit ? { [LIMIT_METADATA]: fixed.limit } : undefined) : err;
 }
 
@@ -42,7 +44,8 @@ export interface MessageLimit {
  * wrote, or undefined to leave it alone. Anything a handler throws never looks like these (errorInterceptor hides
  * internal errors behind its own message).
  */
-function correct(code: Code, message: string, limit: MessageLimit | undefined, method: string): Fixed | undefined {
+function correct(code: Code, message: string, limit: MessageLimit | undefined, input: DescMessage): Fixed | undefined {
+  const method = input.typeName;
   if (code === Code.Internal) {
     if (message.startsWith("parse binary: ")) {
       const why = message.slice("parse binary: ".length);
@@ -55,7 +58,7 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, m
   // A JSON request Connect-ES could not decode: its message quotes the client's input (V8's slice of the text, the
   // unknown key whole), which must not come back as it was sent.
   if (code === Code.InvalidArgument && message.includes("from JSON")) {
-    const safe = parserMessage(message);
+    const safe = decodeHint(parserMessage(message), input);
     return safe === message ? undefined : { code, message: safe };
   }
   if (code === Code.ResourceExhausted && message.includes("readMaxBytes")) {
@@ -99,14 +102,13 @@ export function fixRequestErrors(router: ConnectRouter, guards: RequestGuards = 
 }
 
 function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): UniversalHandler {
-  const method = handler.method.input.typeName;
-  const fix = (code: Code, message: string) => correct(code, message, guards.limit, method);
+  const fix = (code: Code, message: string) => correct(code, message, guards.limit, handler.method.input);
   // Client- and bidi-streaming calls send for as long as they like; a call with one request message does not.
   const oneMessage = handler.method.methodKind === "unary" || handler.method.methodKind === "server_streaming";
   const bodyTimeoutMs = guards.bodyTimeoutMs ?? REQUEST_TIMEOUT.ms;
   const handle: UniversalHandlerFn = async (request) => {
     if (request.method === "GET") {
-      const refused = badGetMessage(request.url, method);
+      const refused = badGetMessage(request.url, handler.method.input.typeName);
       if (refused) return refused;
     }
     const body = request.body;
