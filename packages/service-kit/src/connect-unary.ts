@@ -118,7 +118,7 @@ export function serveConnectUnary(
     reply.raw.once("close", onClose);
     try {
       let input: unknown;
-      if (!binary) refuseLostKeys(body.toString("utf8"));
+      if (!binary) refuseLostKeys(body);
       try {
         input = route.serialization.getI(binary).parse(body);
       } catch (err) {
