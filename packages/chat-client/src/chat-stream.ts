@@ -61,13 +61,15 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
       const data = message.data;
       if (data.length > maxEventSize) return fail(new EventSizeLimitError(maxEventSize));
       if (isDone(data)) return finish();
+      const event = message.event ?? "message";
       let parsed: unknown;
       try {
         parsed = JSON.parse(data);
       } catch (cause) {
+        // an error frame in plain text ("upstream timed out") is still the provider's error, not a decoding failure
+        if (event === "error") return fail(streamError(data, event));
         return fail(new DecodeError("Stream event data is not valid JSON", snippet(data), { cause }));
       }
-      const event = message.event ?? "message";
       if (event === "error" || providerError(parsed) !== undefined) return fail(streamError(parsed, event));
       if (message.id !== undefined) lastId = message.id;
       controller.enqueue({ event, data: parsed as ChatResponse, id: lastId, retry });
@@ -113,6 +115,23 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
       return reader.cancel(reason);
     },
   });
+  // `stream.cancel()` while a `for await` loop holds the stream (the README's deadline recipe) would reject with "locked"
+  // and leave the loop waiting on the network: cancelled then, it stops the body and ends the loop after the events
+  // already parsed. Unlocked, it is the stream's own cancel.
+  const cancelLocked = (reason?: unknown): Promise<void> => {
+    if (!finished) {
+      finished = true;
+      release(reason);
+      try {
+        controller.close();
+      } catch {
+        // already closed or errored
+      }
+    }
+    return Promise.resolve();
+  };
+  const ownCancel = stream.cancel.bind(stream);
+  Object.defineProperty(stream, "cancel", { value: (reason?: unknown) => (stream.locked ? cancelLocked(reason) : ownCancel(reason)) });
   return asyncIterable(stream);
 }
 

@@ -169,6 +169,16 @@ describe("SSE edge cases, at every byte boundary", () => {
     expect(await source.cancelled).toBe("caller gave up");
   });
 
+  it("#17 the README's deadline recipe: stream.cancel() while a for-await loop reads ends the loop and cancels the source", async () => {
+    const source = sourceOf([utf8(`data: ${c("a")}\n\n`)], { keepOpen: true }); // one event, then a stall
+    const stream = toChatStream(source.stream);
+    const seen: (string | undefined)[] = [];
+    setTimeout(() => void stream.cancel("deadline"), 50);
+    for await (const event of stream) seen.push(event.data.choices[0].delta?.content); // ends instead of waiting forever
+    expect(seen).toEqual(["a"]);
+    expect(await source.cancelled).toBe("deadline");
+  });
+
   it("#20 a leading BOM is stripped", async () => {
     const bytes = new Uint8Array([0xef, 0xbb, 0xbf, ...utf8(`data: ${c("a")}\n\n`)]);
     expect(text(await parseAtEveryBoundary(bytes))).toEqual(["a"]);
@@ -211,6 +221,13 @@ describe("SSE field rules", () => {
 
   it("an event with no data lines is not dispatched", async () => {
     expect(text(await parseAtEveryBoundary(`event: ping\nid: 5\n\ndata: ${c("a")}\n\n`))).toEqual(["a"]);
+  });
+
+  it("an error frame in plain text is the provider's StreamError with its text as the message, not a DecodeError", async () => {
+    const outcome = await parseAtEveryBoundary(`data: ${c("a")}\n\nevent: error\ndata: upstream timed out\n\n`);
+    expect(text(outcome)).toEqual(["a"]);
+    expect(outcome.error).toBeInstanceOf(StreamError);
+    expect((outcome.error as StreamError).message).toBe("upstream timed out");
   });
 
   it("malformed JSON errors the stream with DecodeError and nothing after it is delivered", async () => {
