@@ -1,8 +1,9 @@
 import { timestampDate } from "@bufbuild/protobuf/wkt";
-import { ConnectError, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import type { Instance, RegistryService, WatchInstancesResponse } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { backoffMs, pause, type RetryOptions } from "./backoff.js";
 import { chooseWeighted } from "./choose-weighted.js";
+import { ClientClosedError } from "./errors.js";
 import type { RegistryEvent, ServiceInstance } from "./types.js";
 
 export interface DiscoveryDeps {
@@ -11,6 +12,8 @@ export interface DiscoveryDeps {
   retry: RetryOptions;
   emit: (e: RegistryEvent) => void;
   signal: AbortSignal;
+  /** How long the first stream may take to deliver its first answer before the callers waiting for it are failed. */
+  firstAnswerMs: number;
 }
 
 function toServiceInstance(i: Instance): ServiceInstance {
@@ -96,24 +99,35 @@ export class ServiceCache {
   }
 
   private async run(loaded: () => void, firstFailed: (e: unknown) => void): Promise<void> {
-    const { client, namespace, signal } = this.deps;
+    const { client, namespace, signal, firstAnswerMs } = this.deps;
     let failures = 0;
     while (!signal.aborted) {
       let error: ConnectError;
+      // The first stream gets firstAnswerMs to answer: a registry that accepts the connection and never answers (a
+      // stalled proxy) must fail the callers waiting on instances(), not hold them for ever.
+      const first = this.loaded ? undefined : new AbortController();
+      const timer = first && setTimeout(() => first.abort(), firstAnswerMs);
       try {
-        for await (const m of client.watchInstances({ namespace, serviceId: this.serviceId }, { signal })) {
+        for await (const m of client.watchInstances({ namespace, serviceId: this.serviceId }, { signal: first ? AbortSignal.any([signal, first.signal]) : signal })) {
           this.apply(m);
           failures = 0;
           if (!this.loaded) {
             this.loaded = true;
+            clearTimeout(timer);
             loaded();
           }
         }
         error = new ConnectError("the watch stream ended (server shutting down?)");
       } catch (e) {
-        if (signal.aborted) return;
+        // closed while the first answer was awaited: its callers are told so (they would otherwise wait for ever)
+        if (signal.aborted) return this.loaded ? undefined : firstFailed(new ClientClosedError());
+        if (!this.loaded && first?.signal.aborted) {
+          return firstFailed(new ConnectError(`the registry did not answer the watch of ${this.serviceId} within ${firstAnswerMs} ms (callTimeoutMs)`, Code.DeadlineExceeded));
+        }
         if (!this.loaded) return firstFailed(e);
         error = ConnectError.from(e);
+      } finally {
+        clearTimeout(timer);
       }
       if (!this.loaded) return firstFailed(error);
       const retryInMs = backoffMs(failures++, this.deps.retry);

@@ -5,4 +5,5 @@ export { RegistryClientError, NoInstanceError, ClientClosedError } from "./error
 export { toNamespace } from "./namespace.js";
 export { chooseWeighted } from "./choose-weighted.js";
 export { withConsumerHeader, CONSUMER_HEADER } from "./consumer-header.js";
+export { withAccessToken, type AccessTokenSource } from "./access-token.js";
 export type { RetryOptions } from "./backoff.js";

@@ -33,15 +33,24 @@ function openStream(client: Client<typeof RegistryService>, register: ReturnType
   return { answers, end, cancel: () => cancel.abort() };
 }
 
-/** The stream's first answer (the registration), or the reason there is none. */
-async function registered(stream: KeepaliveStream): Promise<string> {
+/** The stream's first answer (the registration) within `timeoutMs`, or the reason there is none. */
+async function registered(stream: KeepaliveStream, timeoutMs: number): Promise<string> {
+  let timedOut = false;
+  // as for a renewal's call: a registry that accepts the stream and never answers must not hold register() for ever
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stream.cancel();
+  }, timeoutMs);
   try {
     const first = await stream.answers.next();
     if (first.done) throw new ConnectError("the keepalive stream ended before the registration was answered", Code.Unavailable);
     return first.value.instanceId;
   } catch (e) {
     stream.end(); // whatever the failure, leave no half-open stream behind
+    if (timedOut) throw new ConnectError(`the registry did not answer the keepalive registration within ${timeoutMs} ms (callTimeoutMs)`, Code.DeadlineExceeded);
     throw e;
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -57,7 +66,7 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
   const { request } = registerRequestOf(deps, options);
   const { serviceId } = request;
   let stream = openStream(keepaliveClient, request);
-  const instanceId = await registered(stream);
+  const instanceId = await registered(stream, callTimeoutMs);
   emit({ type: "registered", instanceId });
 
   let state: RegistrationState = "registered";
@@ -88,7 +97,7 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
         if (!(await pause(delay, stop.signal))) return;
         stream = openStream(keepaliveClient, request);
         try {
-          await registered(stream);
+          await registered(stream, callTimeoutMs);
           break;
         } catch (e) {
           if (stop.signal.aborted) return;

@@ -33,8 +33,19 @@ export interface Registration {
  * (unavailable, a timeout …) is retried with backoff until close().
  */
 /** What RegisterInstance (and the first keepalive message) sends for `options`, and the TTL it asks for. */
+/**
+ * The numbers protobuf cannot carry are refused here, as the server refuses what it can carry but does not take: a
+ * port of 80.5 would otherwise fail to serialize, reported as the client's own `internal` error.
+ */
+function checkWholeNumber(name: string, value: number | undefined): void {
+  if (value !== undefined && !Number.isSafeInteger(value)) throw new ConnectError(`${name} must be a whole number, not ${value}`, Code.InvalidArgument);
+}
+
 export function registerRequestOf(deps: Pick<RegistrationDeps, "namespace" | "serviceId" | "ttlMs">, options: RegisterOptions) {
   const ttlMs = options.ttlMs ?? deps.ttlMs;
+  checkWholeNumber("port", options.port);
+  checkWholeNumber("weight", options.weight);
+  checkWholeNumber("ttlMs", ttlMs);
   const request = {
     namespace: deps.namespace,
     serviceId: options.serviceId ?? deps.serviceId,

@@ -2,6 +2,7 @@ import { createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import type { RetryOptions } from "./backoff.js";
+import { withAccessToken, type AccessTokenSource } from "./access-token.js";
 import { withConsumerHeader } from "./consumer-header.js";
 import { ServiceCache } from "./discovery.js";
 import { ClientClosedError, NoInstanceError } from "./errors.js";
@@ -35,6 +36,12 @@ export interface RegistryClientOptions {
    * with backoff. Discovery and deregistration still use `transport`/`baseUrl`.
    */
   keepalive?: { baseUrl: string } | { transport: Transport };
+  /**
+   * The access token every call carries (`Authorization: Bearer …`), for a registry with security on: a token, or a
+   * function asked before each call (give one that refreshes: an access token lives 15 minutes, and the registry ends
+   * a watch or keepalive stream whose token has expired; the client then reconnects with the function's new token).
+   */
+  accessToken?: AccessTokenSource;
 }
 
 export interface RegistryClient {
@@ -58,7 +65,8 @@ export interface RegistryClient {
 export function createRegistryClient(options: RegistryClientOptions): RegistryClient {
   if (!options.transport && !options.baseUrl) throw new TypeError("createRegistryClient needs a transport or a baseUrl");
   const namespace = toNamespace(options.namespace);
-  const transport = options.transport ?? createConnectTransport({ baseUrl: options.baseUrl!, httpVersion: "1.1" });
+  const authorized = (t: Transport) => (options.accessToken === undefined ? t : withAccessToken(t, options.accessToken));
+  const transport = authorized(options.transport ?? createConnectTransport({ baseUrl: options.baseUrl!, httpVersion: "1.1" }));
   const client = createClient(RegistryService, withConsumerHeader(transport, options.serviceId, namespace));
   const listeners = new Set<(e: RegistryEvent) => void>();
   const emit = (e: RegistryEvent) => {
@@ -72,6 +80,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   };
   const retry = options.retry ?? {};
   const closing = new AbortController();
+  let closed: Promise<void> | undefined;
   const registrations = new Set<Registration>();
   const caches = new Map<string, ServiceCache>();
   const regDeps = {
@@ -88,7 +97,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   const keepalive = options.keepalive;
   const keepaliveDeps = keepalive && {
     ...regDeps,
-    keepaliveClient: createClient(RegistryService, "transport" in keepalive ? keepalive.transport : createConnectTransport({ baseUrl: keepalive.baseUrl, httpVersion: "2" })),
+    keepaliveClient: createClient(RegistryService, authorized("transport" in keepalive ? keepalive.transport : createConnectTransport({ baseUrl: keepalive.baseUrl, httpVersion: "2" }))),
   };
 
   const cacheOf = async (serviceId: string): Promise<ServiceCache> => {
@@ -96,7 +105,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
     if (cache?.isLoaded) return cache; // the steady state: no await, no I/O
     if (closing.signal.aborted) throw new ClientClosedError();
     if (!cache) {
-      const created: ServiceCache = new ServiceCache({ client, namespace, retry, emit, signal: closing.signal }, serviceId, () => {
+      const created: ServiceCache = new ServiceCache({ client, namespace, retry, emit, signal: closing.signal, firstAnswerMs: regDeps.callTimeoutMs }, serviceId, () => {
         if (caches.get(serviceId) === created) caches.delete(serviceId); // the next call tries again
       });
       caches.set(serviceId, (cache = created));
@@ -136,14 +145,18 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    async close() {
-      closing.abort();
-      caches.clear();
-      const all = [...registrations];
-      registrations.clear();
-      const results = await Promise.allSettled(all.map((r) => r.close()));
-      const failed = results.find((r) => r.status === "rejected");
-      if (failed) throw (failed as PromiseRejectedResult).reason;
+    close() {
+      // One closing for every caller: a second close() (SIGINT after SIGTERM) waits for the deregistrations too.
+      closed ??= (async () => {
+        closing.abort();
+        caches.clear();
+        const all = [...registrations];
+        registrations.clear();
+        const results = await Promise.allSettled(all.map((r) => r.close()));
+        const failed = results.find((r) => r.status === "rejected");
+        if (failed) throw (failed as PromiseRejectedResult).reason;
+      })();
+      return closed;
     },
   };
 }

@@ -182,6 +182,12 @@ for (const target of storeTargets()) {
       expect(refused).toBeInstanceOf(ConnectError);
       expect([(refused as ConnectError).code, (refused as ConnectError).rawMessage]).toEqual([Code.InvalidArgument, expect.stringContaining("port")]);
 
+      // what protobuf cannot carry is refused by the client itself, as invalid_argument (not a serialization "internal")
+      for (const opts of [{ port: 80.5 }, { port: 80, weight: 1.5 }, { port: 80, ttlMs: Number.NaN }]) {
+        const e = await a.c.register({ schema: "http", host: "10.0.2.1", ...opts }).catch((err: unknown) => err);
+        expect([JSON.stringify(opts), (e as ConnectError).code]).toEqual([JSON.stringify(opts), Code.InvalidArgument]);
+      }
+
       const bad = client({ serviceId: "checkout", namespace: "{}x" });
       await expect(bad.c.instances("order")).rejects.toMatchObject({ code: Code.InvalidArgument });
     });
