@@ -61,7 +61,10 @@ export class HttpStatusError extends ChatClientError {
 
   constructor(response: Response, body: unknown, url: string) {
     const error = providerError(body);
-    const detail = typeof error?.message === "string" && error.message !== "" ? error.message : response.statusText || "HTTP error";
+    // some providers send the message itself as the error: {"error": "model overloaded"}
+    const plain = body !== null && typeof body === "object" ? (body as { error?: unknown }).error : undefined;
+    const detail =
+      typeof error?.message === "string" && error.message !== "" ? error.message : typeof plain === "string" && plain !== "" ? snippet(plain) : response.statusText || "HTTP error";
     super(`${response.status} ${detail}`);
     this.status = response.status;
     this.headers = response.headers;

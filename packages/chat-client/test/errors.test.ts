@@ -73,6 +73,12 @@ describe("HTTP status errors", () => {
     expect(error.error).toBeUndefined();
     expect(error.message).toBe("502 Bad Gateway");
   });
+
+  it("an error given as a plain string ({\"error\": \"…\"}) is the message; error stays undefined (it is not an object)", async () => {
+    server.handle((_req, res) => res.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ error: "model overloaded" })));
+    const error = (await rejection(chat().completions(request))) as HttpStatusError;
+    expect([error.message, error.error, error.body]).toEqual(["503 model overloaded", undefined, { error: "model overloaded" }]);
+  });
 });
 
 describe("decode and content-type errors", () => {
