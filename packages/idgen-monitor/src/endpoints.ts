@@ -70,7 +70,7 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
     });
   }
 
-  const operation = (path: string, produce: (g: IdGenerator, name: string, reply: FastifyReply) => (() => string | bigint | number) | undefined) => {
+  const operation = (path: string, numeric: boolean, produce: (g: IdGenerator, name: string, reply: FastifyReply) => (() => string | bigint | number) | undefined) => {
     const handler = async (req: FastifyRequest<{ Params: Params; Querystring: { count?: string } }>, reply: FastifyReply) => {
       if (!(await requireAdmin(req, reply, o.authorize))) return reply;
       const count = parseCount(req.query.count);
@@ -80,8 +80,19 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
       if (!generator) return notFound(reply, name);
       const next = produce(generator, name, reply);
       if (!next) return reply;
+      // A segment chain that ran dry, or a clock that stepped back, makes nextId() refuse at once rather than block;
+      // an operation can wait, as nextIdAsync() does (a count of 1000 is more than a chain of step 10 holds).
+      const later = numeric ? (generator as { nextIdAsync?: () => Promise<bigint | number> }).nextIdAsync : undefined;
       try {
-        const ids = Array.from({ length: count }, () => String(next()));
+        const ids: string[] = [];
+        for (let i = 0; i < count; i++) {
+          try {
+            ids.push(String(next()));
+          } catch (err) {
+            if (!later || !(err instanceof IdGenError) || (err.code !== "SEGMENT_EXHAUSTED" && err.code !== "CLOCK_BACKWARDS")) throw err;
+            ids.push(String(await later.call(generator)));
+          }
+        }
         // one id: the bare JSON string (64-bit ids do not fit a JSON number); with ?count=: an array of them
         return req.query.count === undefined ? reply.type("application/json").send(JSON.stringify(ids[0])) : ids;
       } catch (err) {
@@ -93,11 +104,11 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
     app.get(`/actuator/${path}/:name`, handler);
   };
   if (o.exposure.includes("idgenGenerator")) {
-    operation("idgenGenerator", (g, name, reply) => {
+    operation("idgenGenerator", true, (g, name, reply) => {
       if (g.nextId) return () => g.nextId!();
       void refuse(reply, 400, "invalid_argument", `generator "${name}" issues string ids only: use /actuator/idgenStringGenerator/${name}`);
       return undefined;
     });
   }
-  if (o.exposure.includes("idgenStringGenerator")) operation("idgenStringGenerator", (g) => () => g.nextIdAsString());
+  if (o.exposure.includes("idgenStringGenerator")) operation("idgenStringGenerator", false, (g) => () => g.nextIdAsString());
 }

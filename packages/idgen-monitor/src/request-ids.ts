@@ -13,7 +13,12 @@ export class IdsUnavailableError extends Error {
 /** Why ids cannot be issued, in words an operator and a client can act on. */
 export function idsUnavailableMessage(err: unknown): string {
   const why = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return `this process cannot issue ids (${why}): its generators stopped because the machine-id lease could not be renewed in time; retry against another instance, and restart this one once its store is reachable`;
+  // Only a lost lease stops the generators for good; a segment chain waiting for its prefetch or a clock that stepped
+  // back are passing states, and telling the operator to restart a healthy process would mislead.
+  if (err instanceof Error && /^MachineId/.test(err.name)) {
+    return `this process cannot issue ids (${why}): its generators stopped because the machine-id lease could not be renewed in time; retry against another instance, and restart this one once its store is reachable`;
+  }
+  return `this process could not issue an id just now (${why}): retry`;
 }
 
 /** `generator.nextIdAsString()`, with a library failure turned into {@link IdsUnavailableError}. */

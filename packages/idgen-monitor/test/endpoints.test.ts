@@ -133,6 +133,14 @@ describe("exposure, authorization and DELETE when enabled", () => {
     expect(share).toMatch(/^[0-9A-Za-z]{11}$/);
   });
 
+  it("an operation asking a segment chain for more ids than it holds waits for its prefetch (it answered 503 'lease lost')", async () => {
+    // step 10, safe distance 2: a chain holds a few dozen ids at most
+    const res = await call("GET", "/actuator/idgenGenerator/invoice?count=1000", admin);
+    expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
+    const ids = res.json() as string[];
+    expect(new Set(ids).size).toBe(1000);
+  });
+
   it("operations refuse a bad count (400), a string-only generator for numeric ids (400), an unknown name (404)", async () => {
     for (const count of ["0", "1001", "abc", "-1"]) {
       const res = await call("GET", `/actuator/idgenGenerator/snowflake?count=${count}`, admin);

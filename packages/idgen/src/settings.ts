@@ -120,6 +120,15 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
   if (bits > (safeJavascript ? 53 : 63)) {
     throw new InvalidSettingError("idgen.snowflake.timestamp-bit", `timestamp + machine + sequence bits = ${bits}, more than ${safeJavascript ? 53 : 63}`);
   }
+  const shared = config[config.share];
+  if (!shared.enabled) {
+    // `__share__` (the request ids' source, and the default of every idgen operation) would not exist
+    throw new InvalidSettingError("idgen.share", `"${config.share}" names a generator that is switched off: set idgen.${config.share}.enabled=true, or share the other one`);
+  }
+  if (config.snowflake.epoch > Date.now()) {
+    // every id would need a negative timestamp: the generator would refuse each one
+    throw new InvalidSettingError("idgen.snowflake.epoch", `${config.snowflake.epoch} (${new Date(Math.min(config.snowflake.epoch, 8.64e15)).toISOString()}) is in the future: give a past time in epoch milliseconds`);
+  }
   if (config.machine.guarder.delayMs >= safeGuardMs) {
     throw new InvalidSettingError("idgen.machine.guarder.delay", `must be shorter than idgen.machine.guarder.safe-guard-duration (${safeGuardMs} ms)`);
   }

@@ -56,6 +56,10 @@ describe("idgenConfigFromSettings", () => {
       expect((err as Error).message).toContain(key);
     }
     expect(() => idgenConfigFromSettings({ "idgen.machine.guarder.delay": "10m" })).toThrow(/idgen.machine.guarder.delay/);
+    // a share of a generator that is off (there would be no __share__), an epoch in the future (no id could be issued)
+    expect(() => idgenConfigFromSettings({ "idgen.share": "segment" })).toThrow(/idgen.share: "segment" names a generator that is switched off: set idgen.segment.enabled=true/);
+    expect(idgenConfigFromSettings({ "idgen.share": "segment", "idgen.segment.enabled": "true" }).share).toBe("segment");
+    expect(() => idgenConfigFromSettings({ "idgen.snowflake.epoch": String(Date.now() + 86_400_000) })).toThrow(/idgen.snowflake.epoch: .* is in the future/);
   });
 });
 
