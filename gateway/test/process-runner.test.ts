@@ -122,8 +122,9 @@ describe("management listener", () => {
       status: "UP",
       components: {
         liveness: { status: "UP" },
-        readiness: { status: "UP", components: { config: { status: "UP", details: { store: "embedded" } }, idgen: { status: "UP" } } },
-        machineId: { status: "UP" }, // details only for authorized callers (packages/idgen-monitor)
+        // details only for authorized callers (management.endpoint.health.show-details=when-authorized)
+        readiness: { status: "UP", components: { config: { status: "UP" }, idgen: { status: "UP" } } },
+        machineId: { status: "UP" },
       },
     });
     const live = await fetch(`${urls.managementUrl}/actuator/health/liveness`);
@@ -179,7 +180,8 @@ describe.skipIf(inject("redisSkipReason"))("readiness follows the store", () => 
   let grpcUrl: string;
   beforeAll(async () => {
     redis = await startRedis();
-    gw = await createTestGateway(undefined, undefined, true, { REDIS_URL: redis.url });
+    // details for everyone, so that the module's reason can be read without credentials
+    gw = await createTestGateway(undefined, undefined, true, { REDIS_URL: redis.url, MANAGEMENT_ENDPOINT_HEALTH_SHOW_DETAILS: "always" });
     ({ managementUrl, grpcUrl } = await gw.listen());
   });
   afterAll(async () => {

@@ -18,7 +18,8 @@ const digest = (s: string) => createHash("sha256").update(s).digest();
 export function managementAuthorizer(token: string | undefined, hook: AuthorizeManagement | undefined): AuthorizeManagement {
   const expected = token === undefined ? undefined : digest(token);
   return async (header) => {
-    if (expected && header?.startsWith("Bearer ")) {
+    // the scheme is case-insensitive (RFC 7235): "bearer" is as good as "Bearer"
+    if (expected && header !== undefined && /^bearer /i.test(header)) {
       // hashing both sides gives equal lengths, so timingSafeEqual never throws and leaks no length
       if (timingSafeEqual(digest(header.slice(7).trim()), expected)) return "admin";
     }

@@ -13,6 +13,8 @@ export interface IdgenMonitor {
   idgen: IdGen;
   /** `{machineId}` for `/actuator/health`, its details shown per `management.endpoint.health.show-details` for this caller. */
   healthComponents(authorizationHeader: string | undefined): Promise<Record<string, ComponentHealth>>;
+  /** Whether this caller sees health details (`management.endpoint.health.show-details`), for every component. */
+  showsDetails(authorizationHeader: string | undefined): Promise<boolean>;
   /** Readiness: DOWN once the generators stopped. */
   readiness(): ComponentHealth;
   /** Adds the `/actuator/idgen*` routes to the management listener (before it listens). */
@@ -54,6 +56,8 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
   const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);
+  const showsDetails = async (header: string | undefined) =>
+    settings.showDetails === "always" || (settings.showDetails === "when-authorized" && (await authorize(header)) !== undefined);
   // The composite generator makes string ids fastest (15 characters that sort by time, ~0.3 µs): request ids are
   // on every request's path. Held, not looked up per id: removing a generator through the actuator must not take
   // request ids down with it.
@@ -64,9 +68,9 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
     idgen,
     async healthComponents(header) {
       const health = machineIdHealth(idgen);
-      const show = settings.showDetails === "always" || (settings.showDetails === "when-authorized" && (await authorize(header)) !== undefined);
-      return { machineId: show ? health : { status: health.status } };
+      return { machineId: (await showsDetails(header)) ? health : { status: health.status } };
     },
+    showsDetails,
     readiness: () => idgenReadiness(idgen),
     mount(app) {
       mountIdgenEndpoints(app, { idgen, exposure: settings.exposure, deleteEnabled: settings.deleteEnabled, authorize });

@@ -113,8 +113,13 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     issueMany();
     await server.stop();
     await waitUntil("readiness DOWN", async () => (await proc.management.inject({ url: "/actuator/health/readiness" })).statusCode === 503, T_MS + 3_000);
-    const readiness = (await proc.management.inject({ url: "/actuator/health/readiness" })).json();
+    // details (the store's error) for authorized callers only, as show-details=when-authorized says; status for all
+    const readiness = (await proc.management.inject({ url: "/actuator/health/readiness", headers: admin })).json();
     expect(readiness.components.idgen).toMatchObject({ status: "DOWN", details: { reason: expect.stringContaining("ID generator stopped") } });
+    expect((await proc.management.inject({ url: "/actuator/health/readiness" })).json().components.idgen).toEqual({ status: "DOWN" });
+    expect((await proc.management.inject({ url: "/actuator/health" })).json().components.readiness.components.idgen).toEqual({ status: "DOWN" });
+    // the management token's scheme is case-insensitive
+    expect((await proc.management.inject({ url: "/actuator/health/readiness", headers: { authorization: `bearer ${TOKEN}` } })).json().components.idgen.details).toBeDefined();
     const stopped = await health();
     expect(stopped).toMatchObject({ status: "DOWN", details: { stopped: true, error: expect.any(String) } });
     expect(Date.parse(stopped.details.stoppedAt)).toBeLessThanOrEqual(Date.now());

@@ -85,8 +85,20 @@ export interface ManagementOptions {
   requestTimeoutMs?: number;
   /** More `/actuator/health` components (the ID generator's `machineId`), shown per caller (its Authorization header). */
   healthComponents?: (authorization: string | undefined) => Promise<Record<string, HealthReport>>;
+  /**
+   * Whether this caller sees components' details (`management.endpoint.health.show-details`): a module's reason for
+   * being DOWN holds store addresses and errors. Without it, everyone does.
+   */
+  showDetails?: (authorization: string | undefined) => Promise<boolean>;
   /** Adds more routes (the `/actuator/idgen*` endpoints). */
   extend?: (app: FastifyInstance) => void;
+}
+
+/** A report with each component's status only. */
+function withoutDetails(report: ReadinessReport): ReadinessReport {
+  const components: Record<string, HealthReport> = {};
+  for (const [name, c] of Object.entries(report.components)) components[name] = { status: c.status };
+  return { status: report.status, components };
 }
 
 /** Probes and scrapes send no body; one over this is refused (413) before it is read. */
@@ -118,12 +130,15 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   // Liveness: the process answers, so its event loop runs. It stays UP while shutting down (a restart would not help).
   const liveness = { status: "UP" as const };
   app.get("/actuator/health/liveness", async () => liveness);
-  app.get("/actuator/health/readiness", async (_req, reply) => {
-    const report = await readiness.check();
+  const shown = async (report: ReadinessReport, authorization: string | undefined): Promise<ReadinessReport> =>
+    !options.showDetails || (await options.showDetails(authorization)) ? report : withoutDetails(report);
+  app.get("/actuator/health/readiness", async (req, reply) => {
+    const report = await shown(await readiness.check(), req.headers.authorization);
     return reply.status(report.status === "UP" ? 200 : 503).send(report);
   });
   app.get("/actuator/health", async (req, reply) => {
-    const [ready, more] = await Promise.all([readiness.check(), options.healthComponents?.(req.headers.authorization) ?? ({} as Record<string, HealthReport>)]);
+    const [checked, more] = await Promise.all([readiness.check(), options.healthComponents?.(req.headers.authorization) ?? ({} as Record<string, HealthReport>)]);
+    const ready = await shown(checked, req.headers.authorization);
     const status = ready.status === "UP" && Object.values(more).every((c) => c.status === "UP") ? "UP" : "DOWN";
     return reply.status(status === "UP" ? 200 : 503).send({ status, components: { liveness, readiness: ready, ...more } });
   });

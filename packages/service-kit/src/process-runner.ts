@@ -304,7 +304,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         })
       : await createConnectServer(connectOptions);
     grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
-    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, extend: monitor?.mount });
+    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, showDetails: monitor?.showsDetails, extend: monitor?.mount });
   } catch (err) {
     await closeAll(closers, logger);
     throw err;
