@@ -1,5 +1,5 @@
 import { defaultInstanceId, IDGEN_LOGGER_NAME, SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
-import { loadSettings, type SettingValues, type SettingsSources } from "@gov/settings";
+import { loadSettings, logLevelFromEnv, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { managementAuthorizer, type AuthorizeManagement } from "./authorize.js";
@@ -52,7 +52,7 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
   if (config.machine.instanceId === undefined && config.machine.port === undefined && nth > 0) config.machine.instanceId = `${defaultInstanceId()}#${nth}`;
   // The library's lines go to the process's pino log, tagged `logger: "gov.idgen"`; IDGEN_LOG_LEVEL=debug shows
   // distribution, renewal and prefetch without raising the level of everything else.
-  const level = o.sources.env.IDGEN_LOG_LEVEL;
+  const level = logLevelFromEnv(o.sources.env, "IDGEN_LOG_LEVEL");
   const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);

@@ -1,4 +1,5 @@
 import { pino, type DestinationStream, type Logger as PinoLogger } from "pino";
+import { logLevelFromEnv } from "@gov/settings";
 
 export type Logger = PinoLogger;
 
@@ -26,7 +27,7 @@ export const REDACTED_PATHS = [
 /**
  * pino JSON lines on stdout (or `destination`), with levels; GOV_LOG_LEVEL (or LOG_LEVEL) sets the level, default info.
  */
-export function createLogger(name: string, level = process.env.GOV_LOG_LEVEL ?? process.env.LOG_LEVEL ?? "info", destination?: DestinationStream): Logger {
-  const options = { name, level, redact: { paths: REDACTED_PATHS, censor: "***" } };
+export function createLogger(name: string, level?: string, destination?: DestinationStream): Logger {
+  const options = { name, level: level ?? logLevelFromEnv(process.env, "GOV_LOG_LEVEL") ?? logLevelFromEnv(process.env, "LOG_LEVEL") ?? "info", redact: { paths: REDACTED_PATHS, censor: "***" } };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -393,7 +393,14 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
  * SIGINT. A bad setting or an unreachable Redis stops startup with exit code 1 and a message that names it.
  */
 export async function runProcess(options: ProcessOptions): Promise<BuiltProcess> {
-  const logger = options.logger ?? createLogger(options.name);
+  let logger: Logger;
+  try {
+    logger = options.logger ?? createLogger(options.name);
+  } catch (err) {
+    // a bad GOV_LOG_LEVEL: no logger to say it with
+    process.stderr.write(`startup failed: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
   handleProcessFailures(logger);
   let proc: BuiltProcess;
   let urls: ProcessUrls;

@@ -81,3 +81,20 @@ export function loadSettings<D extends Record<string, SettingDef>>(defs: D, sour
   }
   return out as SettingValues<D>;
 }
+
+/** The levels a log level variable takes (pino's). */
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+/**
+ * A log level from the environment variable `name` (GOV_LOG_LEVEL, IDGEN_LOG_LEVEL), or undefined when it is unset. A
+ * bad one is a SettingsError naming the variable: pino's own would be a stack trace about "custom levels".
+ */
+export function logLevelFromEnv(env: Record<string, string | undefined>, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  const level = raw.trim().toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+    throw new SettingsError(`Invalid setting ${name}: "${raw.slice(0, 40)}" is not a log level; use one of ${LOG_LEVELS.join(", ")} (from environment variable ${name})`);
+  }
+  return level;
+}

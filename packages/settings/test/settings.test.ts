@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { envName, loadSettings, parseBytes, parseDuration, parseDurationBetween, parseEnum, parseInteger, readSettingsSources, type SettingDef } from "../src/index.js";
+import { envName, loadSettings, logLevelFromEnv, parseBytes, parseDuration, parseDurationBetween, parseEnum, parseInteger, readSettingsSources, SettingsError, type SettingDef } from "../src/index.js";
 
 const defs = {
   ttl: { name: "sec.jwt.token-validity.refresh", parse: parseDuration, default: 10_800_000, doc: "" } as SettingDef<number>,
@@ -56,5 +56,14 @@ describe("parseDurationBetween", () => {
     expect(() => ttl("25h")).toThrow("from 1s to 1d");
     expect(() => parseDurationBetween(100)("50")).toThrow("use a duration at least 100ms");
     expect(() => ttl("soon")).toThrow("is not a duration");
+  });
+});
+
+describe("log level variables", () => {
+  it("take pino's levels in any case; a bad one names the variable (pino would throw a stack about custom levels)", () => {
+    expect(logLevelFromEnv({}, "GOV_LOG_LEVEL")).toBeUndefined();
+    expect(logLevelFromEnv({ GOV_LOG_LEVEL: "WARN" }, "GOV_LOG_LEVEL")).toBe("warn");
+    expect(() => logLevelFromEnv({ IDGEN_LOG_LEVEL: "loud" }, "IDGEN_LOG_LEVEL")).toThrow(SettingsError);
+    expect(() => logLevelFromEnv({ IDGEN_LOG_LEVEL: "loud" }, "IDGEN_LOG_LEVEL")).toThrow(/Invalid setting IDGEN_LOG_LEVEL: "loud" is not a log level; use one of fatal, .* \(from environment variable IDGEN_LOG_LEVEL\)/);
   });
 });
