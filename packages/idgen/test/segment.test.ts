@@ -98,6 +98,14 @@ describe("SegmentChainId (memory distributor)", () => {
     expect(logs.find("error", "AppendChain [svc.flaky] - prefetch failed")).toHaveLength(1);
     expect(logs.find("warn", "prefetch still failing").length).toBeGreaterThanOrEqual(1);
     expect(chain.describe().state).toMatchObject({ runway: 0, lastPrefetchError: "Error: store down" });
+    // callers hitting the dry chain during the outage are no hunger: the distance stays, and no "Hunger" line blames the step
+    for (let i = 0; i < 8; i++) {
+      const failures = chain.describe().state.prefetchFailures as number;
+      expect(() => chain.nextId()).toThrow(SegmentExhaustedError);
+      await waitUntil("another failed prefetch", () => (chain.describe().state.prefetchFailures as number) > failures);
+    }
+    expect(chain.describe().state.prefetchDistance).toBeLessThanOrEqual(6); // at most one doubling (before the first failure)
+    expect(logs.find("info", "Prefetch [svc.flaky] - Hunger, Safety distance expansion").length).toBeLessThanOrEqual(1);
     failing = false;
     expect(await chain.nextIdAsync()).toBe(served[served.length - 1] + 1);
     expect(logs.find("info", "AppendChain [svc.flaky] - prefetch recovered")).toHaveLength(1);

@@ -188,9 +188,14 @@ export class SegmentChainId implements IdGenerator {
   }
 
   private markHunger(): void {
-    this.hungry = true;
-    this.hungerCount++;
-    this.lastHungerAt = this.o.clock.now();
+    // Dry because the store is failing, not because demand outran a working prefetch: a larger distance would not
+    // have helped, and doubling it at every failed retry would log "Hunger" (whose fix is a larger step) through the
+    // whole outage and reserve a huge block once the store is back.
+    if (this.failures === 0) {
+      this.hungry = true;
+      this.hungerCount++;
+      this.lastHungerAt = this.o.clock.now();
+    }
     this.wake();
   }
 
