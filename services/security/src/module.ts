@@ -140,10 +140,7 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
     return {
       internalHeaders,
       // the management listener's admins are this service's: a token of the super user or of an `admin` role holder
-      async authorizeManagement(header) {
-        const principal = await core.authenticate(header ?? null).catch(() => undefined);
-        return principal ? (principal.admin ? "admin" : "user") : undefined;
-      },
+      authorizeManagement: (header) => core.managementRole(header ?? null),
       interceptors: [
         auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }),
         authorizationInterceptor(parts.core),

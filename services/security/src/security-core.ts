@@ -79,6 +79,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   let lastHit: VerifiedToken | undefined;
   /** username → its principal, or null for "no such user"; lock state checked per use (it expires by itself). */
   const principals = new Map<string, { principal: Principal; user: UserRecord } | null>();
+  /**
+   * Each user's principal as last read from the store, kept while the store is away (the cache above is then dropped):
+   * what the management listener trusts during an outage, when an operator most needs to see the health details.
+   */
+  const lastKnown = new Map<string, { principal: Principal; session: string | undefined }>();
   let cacheTrusted = true;
   const unsubscribe = store.onChange((change) => {
     if (change.kind === "user") principals.delete(change.name);
@@ -138,6 +143,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       entry = { principal: principalOf(username, username === settings.superUsername, user.roles, roles.flatMap((r) => r?.bindings ?? [])), user };
     }
     if (cacheTrusted) principals.set(username, entry);
+    if (entry === null) lastKnown.delete(username);
+    else {
+      if (lastKnown.size >= TOKEN_CACHE_SIZE) lastKnown.clear();
+      lastKnown.set(username, { principal: entry.principal, session: entry.user.session });
+    }
     return entry;
   };
 
@@ -190,6 +200,26 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
         internal = { header: `Bearer ${accessToken}`, session, renewAt: now() + settings.accessValidity / 2 };
       }
       return internal.header;
+    },
+
+    /**
+     * The management listener's view of a caller: admin, user, or nobody. Like {@link authenticate}; but while the store
+     * cannot be read, a token whose signature and expiry hold is trusted with the role its user had when last read
+     * (a lock or delete that happened during the outage cannot be seen by anyone then). Health details and id
+     * operations must stay reachable to the operators who are repairing that very outage.
+     */
+    async managementRole(header: string | null): Promise<"admin" | "user" | undefined> {
+      try {
+        const principal = await core.authenticate(header);
+        return principal.admin ? "admin" : "user";
+      } catch (err) {
+        if (err instanceof ConnectError && err.code === Code.Unauthenticated) return undefined;
+        const token = header === null ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+        const verifiedToken = token && (await tokens.verify(token, "access").catch(() => undefined));
+        const known = verifiedToken ? lastKnown.get(verifiedToken.username) : undefined;
+        if (!verifiedToken || !known || known.session !== verifiedToken.session) return undefined;
+        return known.principal.admin ? "admin" : "user";
+      }
     },
 
     /** The caller of an `authorization` header value (`Bearer <accessToken>`), or unauthenticated (401). */

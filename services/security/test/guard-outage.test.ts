@@ -42,4 +42,21 @@ describe("the guard during a store outage", () => {
     state.down = false;
     expect((await p.rest("GET", path, { token: accessToken })).status).toBe(200);
   });
+
+  it("the management listener still knows an admin's token while users cannot be read (health details, for the operator)", async () => {
+    const { accessToken } = await p.login("root", ROOT_PASSWORD);
+    const health = async (token?: string) =>
+      (await p.proc.management.inject({ url: "/actuator/health", headers: token ? { authorization: `Bearer ${token}` } : {} })).json().components.machineId;
+    expect(await health(accessToken)).toHaveProperty("details"); // read from the store: root is known from now on
+    state.down = true;
+    for (const listener of listeners) listener({ kind: "all", trusted: false }); // the change feed is interrupted
+    try {
+      expect(await health(accessToken)).toHaveProperty("details");
+      expect(await health()).toEqual({ status: expect.any(String) }); // anonymous: no details
+      expect(await health(`${accessToken.slice(0, -4)}AAAA`)).toEqual({ status: expect.any(String) }); // a forged signature
+    } finally {
+      state.down = false;
+      for (const listener of listeners) listener({ kind: "all", trusted: true });
+    }
+  });
 });
