@@ -32,10 +32,11 @@ function str(s: Settings, key: string, def: string): string {
   return v === undefined || v === "" ? def : v;
 }
 
+/** The forms every other setting of the process takes too (yes/no, 1/0), so that one spelling works everywhere. */
 function bool(s: Settings, key: string, def: boolean): boolean {
   const v = str(s, key, String(def)).toLowerCase();
-  if (v === "true") return true;
-  if (v === "false") return false;
+  if (v === "true" || v === "yes" || v === "1") return true;
+  if (v === "false" || v === "no" || v === "0") return false;
   throw new InvalidSettingError(key, `"${s[key]}" is not true or false`);
 }
 

@@ -39,7 +39,7 @@ describe("idgenConfigFromSettings", () => {
   it("throws an error naming the setting on a bad value", () => {
     const bad: Record<string, string> = {
       "idgen.machine.guarder.delay": "soon",
-      "idgen.machine.enabled": "yes",
+      "idgen.machine.enabled": "maybe",
       "idgen.machine.distributor.type": "zookeeper",
       "idgen.machine.machine-id": "2000",
       "idgen.segment.step": "-1",
@@ -56,6 +56,9 @@ describe("idgenConfigFromSettings", () => {
       expect((err as Error).message).toContain(key);
     }
     expect(() => idgenConfigFromSettings({ "idgen.machine.guarder.delay": "10m" })).toThrow(/idgen.machine.guarder.delay/);
+    // yes/no and 1/0, as every other setting of the process takes them
+    expect(idgenConfigFromSettings({ "idgen.segment.enabled": "yes" }).segment.enabled).toBe(true);
+    expect(idgenConfigFromSettings({ "idgen.snowflake.enabled": "0", "idgen.segment.enabled": "1", "idgen.share": "segment" }).snowflake.enabled).toBe(false);
     // a share of a generator that is off (there would be no __share__), an epoch in the future (no id could be issued)
     expect(() => idgenConfigFromSettings({ "idgen.share": "segment" })).toThrow(/idgen.share: "segment" names a generator that is switched off: set idgen.segment.enabled=true/);
     expect(idgenConfigFromSettings({ "idgen.share": "segment", "idgen.segment.enabled": "true" }).share).toBe("segment");
