@@ -114,6 +114,10 @@ describe.skipIf(inject("redisSkipReason"))("Redis outage", () => {
     expect(logs.find("error", `AppendChain [${ns}.order] - prefetch failed`).length).toBeGreaterThanOrEqual(1);
     expect(logs.find("warn", "prefetch still failing").length).toBeGreaterThanOrEqual(1);
 
+    // lost once, said once: a renewal still out when the deadline passed does not make it DOWN and lost again
+    expect(logs.find("error", "Machine id lost; Snowflake generators stopped")).toHaveLength(1);
+    expect(lease.state()).toMatchObject({ status: "LOST" });
+
     // 4. Restored again: a lost lease stays lost until it is re-distributed
     await server.start();
     await new Promise((r) => setTimeout(r, 300));

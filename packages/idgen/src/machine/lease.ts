@@ -283,6 +283,10 @@ export class MachineLease implements MachineIdSource {
       logger.debug({ namespace, instanceId, machineId: this.machineId }, "Renewed machine id");
       this.emit("renewed");
     } catch (err) {
+      // Lost (the stop deadline passed) or released while this renewal was out: its failure changes nothing, and
+      // recording it would turn LOST back into DOWN, to be lost — and logged — a second time.
+      const now: string = this.status; // changed while this renewal was awaited (narrowing does not see that)
+      if (now === "LOST" || now === "REVERTED") return;
       this.renewals.failure++;
       this.recordFailure(attemptAt, err);
       this.assertUsableQuietly();
