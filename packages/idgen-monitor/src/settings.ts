@@ -1,5 +1,5 @@
-import { idgenConfigFromSettings, type IdGenConfig } from "@gov/idgen";
-import { envName, parseBoolean, parseEnum, type SettingDef, type SettingsSources } from "@gov/settings";
+import { idgenConfigFromSettings, InvalidSettingError, type IdGenConfig } from "@gov/idgen";
+import { envName, parseBoolean, parseEnum, SettingsError, type SettingDef, type SettingsSources } from "@gov/settings";
 
 /** The endpoints the monitor can expose on the management listener (`management.endpoints.web.exposure.include`). */
 export const MONITOR_ENDPOINTS = ["health", "idgen", "idgenGenerator", "idgenStringGenerator"] as const;
@@ -80,5 +80,13 @@ export function idgenConfigFromSources(sources: SettingsSources, application: st
     if (value !== undefined) flat[name] = value;
   }
   flat["idgen.namespace"] ??= application;
-  return idgenConfigFromSettings(flat);
+  try {
+    return idgenConfigFromSettings(flat);
+  } catch (err) {
+    // the library names the setting; the operator also needs to know where its value came from, as for gov.* ones
+    if (!(err instanceof InvalidSettingError)) throw err;
+    const env = envName(err.setting);
+    const where = sources.env[env] !== undefined ? `environment variable ${env}` : sources.file[err.setting] !== undefined ? (sources.filePath ?? "the settings file") : undefined;
+    throw where ? new SettingsError(`${err.message} (from ${where})`) : err;
+  }
 }
