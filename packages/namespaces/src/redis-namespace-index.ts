@@ -1,5 +1,5 @@
 import { Cluster } from "ioredis";
-import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { defineScript, describeWriteFailure, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, writeDurably, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SystemNamespaceError, type NamespaceIndex } from "./namespace-index.js";
 
 export interface RedisNamespaceIndexOptions {
@@ -84,6 +84,19 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     known.add(ns);
   };
 
+  /**
+   * A write of the index: a connection failure says whether it may have been applied ("outcome unknown") or surely was
+   * not ("nothing was written"), as every other store write does — a register's first write is the index's.
+   */
+  const written = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
+    const maySend = writeMaySend(client);
+    try {
+      return await call(run);
+    } catch (err) {
+      throw describeWriteFailure(err, maySend, { what, howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe" });
+    }
+  };
+
   // Created at startup (contract §2): listing never misses the system namespace.
   await call(() => client.sadd(keys.index, system));
 
@@ -94,7 +107,7 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
       if (known.has(ns)) return;
       const seen = removals;
       // Durable (gov.redis.min-replicas): a namespace created with a config must survive a failover as the config does.
-      await call(() => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
+      await written(`the indexing of namespace ${JSON.stringify(ns)}`, () => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
       remember(ns, seen);
     },
     async has(ns) {
@@ -114,13 +127,13 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     async remove(ns) {
       if (ns === system) throw new SystemNamespaceError(system);
       forget(ns);
-      return (await call(() => runDurableScript(client, REMOVE, [keys.index, keys.current], [ns, system, keys.channel]))) === 1;
+      return (await written(`the removal of namespace ${JSON.stringify(ns)}`, () => runDurableScript(client, REMOVE, [keys.index, keys.current], [ns, system, keys.channel]))) === 1;
     },
     async current() {
       return (await call(() => client.get(keys.current))) ?? system;
     },
     async setCurrent(ns) {
-      const replies = await call(() => client.multi().sadd(keys.index, ns).set(keys.current, ns).exec());
+      const replies = await written(`setting the current namespace to ${JSON.stringify(ns)}`, () => client.multi().sadd(keys.index, ns).set(keys.current, ns).exec());
       const failed = replies?.find(([err]) => err);
       if (!replies || failed) throw failed?.[0] ?? new Error("setting the current namespace was aborted");
     },

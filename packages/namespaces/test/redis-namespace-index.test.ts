@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connectRedis, type RedisClient } from "@gov/redis";
-import { redisTargets } from "@gov/testkit";
+import { redisServerPath, redisTargets, startRedis } from "@gov/testkit";
 import type { NamespaceIndex } from "../src/namespace-index.js";
 import { createRedisNamespaceIndex, indexKeys } from "../src/redis-namespace-index.js";
 import { describeNamespaceIndexContract, fresh } from "./namespace-index.contract.js";
@@ -56,3 +56,18 @@ for (const target of redisTargets()) {
     });
   });
 }
+
+describe.skipIf(!redisServerPath())("Redis namespace index while Redis is stopped", () => {
+  it("a write refused because Redis is down says nothing was written (a register's first write is the index's)", async () => {
+    const redis = await startRedis();
+    const index = await createRedisNamespaceIndex(await connectRedis(redis.url), { system: fresh("gov") });
+    try {
+      await redis.stop();
+      await expect(index.add(fresh())).rejects.toThrow(/is unavailable \(.+\): nothing was written; retry when it is back$/);
+    } finally {
+      await redis.start();
+      await index.close();
+      await redis.stop();
+    }
+  }, 30_000);
+});
