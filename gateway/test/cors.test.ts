@@ -51,7 +51,8 @@ describe("CORS (gov.cors.origins)", () => {
       expect(r.headers["access-control-allow-origin"]).toBe(APP);
       expect(listOf(r.headers["vary"])).toContain("origin");
       expect(listOf(r.headers["access-control-allow-methods"])).toEqual(expect.arrayContaining(["get", "put", "post", "delete"]));
-      expect(listOf(r.headers["access-control-allow-headers"])).toEqual(expect.arrayContaining(["content-type", "authorization", "if-none-match"]));
+      expect(listOf(r.headers["access-control-allow-headers"])).toEqual(expect.arrayContaining(["content-type", "authorization", "if-none-match", "x-gov-consumer", "x-gov-consumer-namespace"]));
+      expect(new Set(listOf(r.headers["access-control-allow-headers"])).size).toBe(listOf(r.headers["access-control-allow-headers"]).length); // each once
       expect(Number(r.headers["access-control-max-age"])).toBeGreaterThan(0);
     });
 

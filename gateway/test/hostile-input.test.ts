@@ -61,7 +61,7 @@ describeHostileInput("config service (all-in-one, embedded store)", {
   service: ConfigService,
   target: () => target!,
   pathValues: { namespace: "{hostile}", config_id: "app.yaml", version: "1", target_version: "1" },
-  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
   // Buffering every update for every watcher would be 10 × 30 MiB; backpressure holds about one event each.
   nonReadingWatchers: {
     count: 10,
@@ -79,7 +79,7 @@ describeHostileInput("config service (its own process's listeners)", {
   service: ConfigService,
   rest: false,
   target: () => serviceTarget!,
-  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { restBody: REST_BODY, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
 });
 
 describe("the request timeout cuts slow requests, not long answers", () => {

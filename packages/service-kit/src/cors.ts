@@ -40,7 +40,8 @@ export const corsSettings = {
 // What browsers must be allowed to send and read: Connect's and gRPC-Web's protocol headers (as connect-es lists them)
 // and ours: Authorization for the coming auth, If-None-Match/ETag for config GETs, Last-Event-ID for SSE watches,
 // Content-Disposition for the export's file name.
-const ALLOWED_HEADERS = [...connectCors.allowedHeaders, "Authorization", "If-None-Match", "Last-Event-ID", "Content-Encoding", "Accept-Encoding"];
+// X-Gov-Consumer(-Namespace): a browser app that discovers a service says who it is (the topology), like any client.
+const ALLOWED_HEADERS = [...new Set([...connectCors.allowedHeaders, "Authorization", "If-None-Match", "Last-Event-ID", "Content-Encoding", "Accept-Encoding", "X-Gov-Consumer", "X-Gov-Consumer-Namespace"])];
 const EXPOSED_HEADERS = [...connectCors.exposedHeaders, "ETag", "Content-Disposition"];
 const ALLOWED_METHODS = [...new Set([...connectCors.allowedMethods, "GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"])];
 

@@ -283,13 +283,20 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const maxUploadBytes = Math.max(0, ...planned.map((p) => p.limits.maxUploadBytes ?? 0));
   // A Connect request message may carry an upload (a ZIP import), plus its envelope.
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
+  // The setting behind that limit, for the gRPC and Connect listeners' over-limit messages (the REST one names its own).
+  const limitSetting = (() => {
+    const upload = maxUploadBytes >= maxRequestBytes;
+    const owner = planned.find((p) => (upload ? p.limits.maxUploadBytes === maxUploadBytes : p.limits.maxRequestBytes === maxRequestBytes));
+    const setting = owner?.limits.settings?.[upload ? "maxUploadBytes" : "maxRequestBytes"];
+    return setting ? `${setting}, plus 1 KiB` : undefined;
+  })();
 
   const readiness = createReadiness([
     ...instances.map((m) => ({ name: m.name, health: () => m.instance.health() })),
     ...(monitor ? [{ name: "idgen", health: monitor.readiness }] : []),
   ]);
   const requestTimeoutMs = settings.requestTimeout;
-  const connectOptions = { routes, interceptors, logger, readMaxBytes, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies };
+  const connectOptions = { routes, interceptors, logger, readMaxBytes, readMaxBytesSetting: limitSetting, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies };
   let http: FastifyInstance;
   let grpc: FastifyInstance | undefined;
   let management: FastifyInstance;

@@ -95,6 +95,8 @@ export interface ModuleLimits {
   maxRequestBytes?: number;
   /** Largest upload (e.g. a ZIP import), which also bounds a Connect request message. */
   maxUploadBytes?: number;
+  /** The settings that set the two limits above, for the over-limit messages of every listener ("… (gov.limits.zip-upload)"). */
+  settings?: { maxRequestBytes?: string; maxUploadBytes?: string };
 }
 
 /**

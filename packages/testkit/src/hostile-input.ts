@@ -30,6 +30,8 @@ export interface HostileInputOptions {
     restBody: number;
     /** Largest RPC message the Connect, gRPC-Web and gRPC listeners take (their readMaxBytes). */
     message: number;
+    /** The setting behind `message`, which every listener's over-limit answer must name (e.g. gov.limits.zip-upload). */
+    messageSetting?: string;
     /** gov.limits.request-timeout as configured (keep it small in tests: slow bodies wait for it). */
     requestTimeoutMs: number;
   };
@@ -334,6 +336,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           const grpc = await bounded(answerMs, maxGrowth, () => grpcWithToken(grpcUrl, rpcPath(method), [envelope(0, new Uint8Array(0), declared)], { timeoutMs: answerMs }));
           expect(grpc.status).toBe("8");
           expect(grpc.message).toMatch(/limit of \d+ bytes \(/);
+          if (options.limits.messageSetting) expect(grpc.message).toContain(options.limits.messageSetting);
           const web = await bounded(answerMs, maxGrowth, async () => {
             const res = await send(connectUrl + rpcPath(method), { method: "POST", body: envelope(0, new Uint8Array(0), declared), headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
             return grpcWebStatus(new Uint8Array(await res.arrayBuffer()));
@@ -345,6 +348,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
               expectErrorShape(await send(connectUrl + rpcPath(method), { method: "POST", body: big, headers: { "content-type": "application/proto" }, signal: AbortSignal.timeout(answerMs) }), 429, "resource_exhausted"),
             );
             expect(body.message).toMatch(/limit of \d+ bytes \(/);
+            if (options.limits.messageSetting) expect(body.message).toContain(options.limits.messageSetting);
           }
         });
         // The deadline is one wrapper around every handler: one method per service proves it without a minute of trickling.

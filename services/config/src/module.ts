@@ -22,7 +22,7 @@ export function createConfigModule(options: ConfigModuleOptions = {}): ServiceMo
     settings: configModuleSettings,
     ports: CONFIG_PORTS,
     // A raw config PUT carries its content as the body; an import carries a ZIP.
-    limits: (s) => ({ maxRequestBytes: s.maxContentBytes, maxUploadBytes: s.maxZipBytes }),
+    limits: (s) => ({ maxRequestBytes: s.maxContentBytes, maxUploadBytes: s.maxZipBytes, settings: { maxRequestBytes: "gov.limits.config-content", maxUploadBytes: "gov.limits.zip-upload" } }),
     async create(ctx) {
       const { settings } = ctx;
       // The process's store and namespace index, shared with the other modules of the process (which close them).
