@@ -1,5 +1,7 @@
-import { ScalarType, type DescField, type DescMessage, type DescService } from "@bufbuild/protobuf";
+import { getOption, ScalarType, type DescField, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
+import { download_media_type } from "@gov/api/gen/gov/api/v1/http_body_pb";
+import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import { codeName } from "./errors.js";
 import { isHttpBody } from "./transcode/response.js";
 import type { RestRoute } from "./transcode/rest-routes.js";
@@ -96,6 +98,11 @@ class SchemaBuilder {
     for (const [short, full] of byShort) {
       for (const typeName of full) this.names.set(typeName, full.size === 1 && short !== ERROR_SCHEMA ? short : typeName.split(".").map((p) => p[0].toUpperCase() + p.slice(1)).join(""));
     }
+  }
+
+  /** A field's own comment only (an answer's field: a same-named field elsewhere may mean something else). */
+  ownDoc(f: DescField): string | undefined {
+    return this.docs[`${f.parent.typeName}.${f.name}`];
   }
 
   /** A field's documentation: its own comment, else that of a same-named field of the file (namespace, config_id). */
@@ -195,31 +202,40 @@ function requestBody(route: RestRoute, b: SchemaBuilder): Schema | undefined {
   return { required: true, content: { [media]: { schema: { type: "object", properties, ...(required.length ? { required } : {}) } } } };
 }
 
+const isHashField = (f: DescField) => f.name === "hash" && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING;
+
+/** A message, or one of its message fields, with a content `hash`: what an SSE event's `id:` carries (see transcode/response.ts). */
+const carriesHash = (desc: DescMessage) => desc.fields.some(isHashField) || desc.fields.some((f) => f.fieldKind === "message" && f.message.fields.some(isHashField));
+
 /** Whether a route's JSON answer names its content by a `hash` (then the gateway sends an ETag and honours If-None-Match; see transcode/response.ts). */
 function hasEntityTag(route: RestRoute): boolean {
   if (route.httpMethod !== "GET" || route.method.methodKind !== "unary") return false;
   const desc = route.responseField ? route.responseField.message : route.method.output;
-  const isHash = (f: DescField) => f.name === "hash" && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING;
-  return !!desc && (desc.fields.some(isHash) || desc.fields.some((f) => f.fieldKind === "message" && f.message.fields.some(isHash)));
+  return !!desc && carriesHash(desc);
 }
 
 function successResponse(route: RestRoute, b: SchemaBuilder): Schema {
   if (route.method.methodKind === "server_streaming") {
     if (isHttpBody(route.responseField)) {
+      // The service sets the file's type and name as it streams it; the proto says the type in advance (an option).
+      const media = getOption(route.method, download_media_type) || "application/octet-stream";
       return {
-        description: "the archive, streamed",
-        headers: { "Content-Disposition": { description: 'attachment; filename="<namespace>_configs_<epochMillis>.zip"', schema: { type: "string" } } },
-        content: { "application/zip": { schema: { type: "string", format: "binary" } } },
+        description: "the file, streamed",
+        headers: { "Content-Disposition": { description: 'attachment; filename="…" (and filename*= for names beyond ASCII)', schema: { type: "string" } } },
+        content: { [media]: { schema: { type: "string", format: "binary" } } },
       };
     }
     const event = b.message(route.method.output);
+    const id = carriesHash(route.method.output)
+      ? "its `id:` the content's hash (send it back as Last-Event-ID when reconnecting)"
+      : "its `id:` empty (these events carry no content hash: a reconnect gets the current state again)";
     return {
-      description: `Server-Sent Events: each event's \`data:\` is one ${String(event.$ref).split("/").pop()} as JSON, its \`id:\` the config's hash (send it back as Last-Event-ID when reconnecting); an idle stream gets a comment line every \`gov.sse.heartbeat\` (15 s); a failure after the stream began arrives as an \`event: error\` whose data is a ${ERROR_SCHEMA}.`,
+      description: `Server-Sent Events: each event's \`data:\` is one ${String(event.$ref).split("/").pop()} as JSON, ${id}; an idle stream gets a comment line every \`gov.sse.heartbeat\` (15 s); a failure after the stream began arrives as an \`event: error\` whose data is a ${ERROR_SCHEMA}.`,
       content: { "text/event-stream": { schema: { type: "string" } } },
     };
   }
   const schema = route.responseField ? b.field(route.responseField) : b.message(route.method.output);
-  const doc = route.responseField ? b.fieldDoc(route.responseField) : undefined;
+  const doc = route.responseField ? b.ownDoc(route.responseField) : undefined;
   if (!hasEntityTag(route)) return { description: doc ?? "OK", content: { "application/json": { schema } } };
   return {
     description: doc ?? "OK",
@@ -269,6 +285,8 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
         ...resume,
       ],
       ...(body ? { requestBody: body } : {}),
+      // the document's default is the bearer token; the few open operations (login, refresh) say they need none
+      ...(getOption(route.method, access) === Access.PUBLIC ? { security: [] } : {}),
       responses: {
         "200": successResponse(route, b),
         ...(conditional.length ? { "304": { description: "Not Modified: the content still has the ETag sent in If-None-Match" } } : {}),
@@ -288,9 +306,16 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
         "Every operation is also served as Connect, gRPC and gRPC-Web (see each operation's RPC name). Every failure answers" +
         ` \`{"code", "message"}\` (${ERROR_SCHEMA}) with the status of its code.`,
     },
+    // relative to where the document is served: every gateway answers the same API
+    servers: [{ url: "/" }],
     tags: [...services.values()].map((s) => ({ name: s.name, ...(docs[s.typeName] ? { description: docs[s.typeName] } : {}) })),
+    // With security on (the default) every operation but login and refresh needs an access token (contract §7).
+    security: [{ bearerAuth: [] }],
     paths,
     components: {
+      securitySchemes: {
+        bearerAuth: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "the accessToken of POST /v1/authenticate/{username}/login (none when gov.security.enabled=false)" },
+      },
       schemas: {
         [ERROR_SCHEMA]: {
           type: "object",

@@ -31,7 +31,7 @@ type Operation = {
   description: string;
   parameters: { name: string; in: string; description?: string }[];
   requestBody?: { content: Record<string, unknown>; description?: string };
-  responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }>; headers?: Record<string, unknown> }>;
+  responses: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema: unknown }>; headers?: Record<string, unknown> }>;
 };
 const operations = (doc: Doc) => Object.values(doc.paths).flatMap((p) => Object.values(p));
 const CONFIG = "/v1/namespaces/{namespace}/configs/{config_id}";
@@ -154,6 +154,10 @@ describe("the REST surface derives from the proto", () => {
     expect(get.responses["200"].headers?.ETag).toBeDefined();
     expect(get.responses["304"]).toBeDefined();
     expect(get.parameters.map((p) => p.name)).toContain("If-None-Match");
+    // an answer is described by its own field's comment, never by a same-named field of another message (the watch
+    // event's "config after the change; absent when the config does not exist" contradicted the GET's 404)
+    expect(get.responses["200"].description ?? "").not.toMatch(/after the change|does not exist/);
+    expect(watch.responses["200"].description).toMatch(/`id:` the content's hash/);
   });
 
   it("the documented PUT bodies behave as described: text stored as is, a JSON string unwrapped", async () => {

@@ -70,6 +70,11 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
     expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances", "put")).toEqual({ type: "boolean" });
     expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}", "delete")).toEqual({ type: "boolean" });
     expect(json("/v1/namespaces/{namespace}/services/{service_id}/lb", "get")).toEqual({ $ref: "#/components/schemas/Instance" });
+    // the events of a registry watch carry no content hash: the document must not promise one in `id:`
+    const watch = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{service_id}/instances/watch"].get;
+    expect(watch.responses["200"].description).toMatch(/`id:` empty/);
+    const lb = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{service_id}/lb"].get;
+    expect(lb.responses["200"].description).not.toMatch(/after the change/);
     expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(
       ["instanceId", "serviceId", "schema", "host", "port", "weight", "isEphemeral", "ttlAt", "metadata", "isExpired"],
     );

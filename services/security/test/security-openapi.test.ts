@@ -2,7 +2,7 @@ import { Validator } from "@seriousme/openapi-schema-validator";
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { restRoutesOf } from "@gov/gateway";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startSecure, type SecureProcess } from "./harness.js";
+import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
 
 // The seed's auth, user, role and audit endpoints, exactly (method, path).
 const SEED = [
@@ -46,5 +46,23 @@ describe("the security service's REST surface derives from the proto", () => {
     for (const [method, path] of SEED) expect(doc.paths[path.replace("{role_name}", "{roleName}")]?.[method.toLowerCase()] ?? doc.paths[path]?.[method.toLowerCase()], `${method} ${path}`).toBeDefined();
     const role = (doc.paths["/v1/users/{username}/role"] ?? {}).patch;
     expect(role?.requestBody?.content["application/json"].schema).toMatchObject({ type: "array", items: { type: "string" } });
+  });
+
+  it("says how to authenticate: a bearer scheme for every operation, none for login and refresh", () => {
+    const d = doc as unknown as { security: unknown; components: { securitySchemes: Record<string, unknown> }; paths: Record<string, Record<string, { security?: unknown }>> };
+    expect(d.components.securitySchemes.bearerAuth).toMatchObject({ type: "http", scheme: "bearer", bearerFormat: "JWT" });
+    expect(d.security).toEqual([{ bearerAuth: [] }]);
+    expect(d.paths["/v1/authenticate/{username}/login"].post.security).toEqual([]);
+    expect(d.paths["/v1/authenticate/{username}/refresh"].post.security).toEqual([]);
+    expect(d.paths["/v1/users"].get.security).toBeUndefined(); // the document's default: a token
+  });
+
+  it("documents the audit-log export as the CSV it is (not a ZIP)", async () => {
+    const d = doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>> };
+    expect(Object.keys(d.paths["/v1/audit-log/export"].get.responses["200"].content)).toEqual(["text/csv"]);
+    const { accessToken } = await p.login("root", ROOT_PASSWORD);
+    const res = await fetch(`${p.url}/v1/audit-log/export`, { headers: { authorization: `Bearer ${accessToken}` } });
+    expect(res.headers.get("content-type")).toMatch(/^text\/csv/);
+    await res.arrayBuffer();
   });
 });
