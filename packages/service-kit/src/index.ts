@@ -24,4 +24,5 @@ export { clientErrorHandler, excerpt, frameworkErrorHandler, refuseUnknownExpect
 export { parserMessage } from "./excerpt.js";
 export { refuseLostKeys } from "./lost-keys.js";
 export { decodeHint } from "./decode-hints.js";
+export { readThroughOutage } from "./read-through-outage.js";
 export { clientAddresses, parseTrustedProxies, trustedProxiesSetting, vouchForwardedFor } from "./client-address.js";

@@ -12,7 +12,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, excerpt, limitExceeded, perRecord, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, excerpt, limitExceeded, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -181,9 +181,11 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
         let seen = first?.version ?? 0;
         let present = first !== undefined;
         yield message("current", first);
+        // From here on a store outage (a failover) delays the next message instead of ending the watch.
+        const read = <T>(r: () => Promise<T>) => readThroughOutage(r, ctx.signal);
         for await (const change of changes) {
           if (change === "resync") {
-            const now = await store.get(req.namespace, req.configId);
+            const now = await read(() => store.get(req.namespace, req.configId));
             // Set, not raised: a store that lost its data (Redis restarted without persistence) counts versions from 1
             // again, and those new versions must not pass for already seen. The resync's re-read is the new baseline.
             seen = now?.version ?? 0;
@@ -202,8 +204,8 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
           if (change.version <= seen) continue;
           // Later changes may already have landed: send the version this event announced, from the history if needed,
           // or the current state if that version is gone from the history too.
-          const current = await store.get(req.namespace, req.configId);
-          const record = current?.version === change.version ? current : ((await store.version(req.namespace, req.configId, change.version)) ?? current);
+          const current = await read(() => store.get(req.namespace, req.configId));
+          const record = current?.version === change.version ? current : ((await read(() => store.version(req.namespace, req.configId, change.version))) ?? current);
           if (record === undefined) continue; // removed since: its remove event follows
           seen = record.version;
           present = true;

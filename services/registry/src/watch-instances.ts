@@ -1,3 +1,4 @@
+import { readThroughOutage } from "@gov/service-kit";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./store/registry-store.js";
 import { isInstanceOp } from "./store/registry-store.js";
 
@@ -76,11 +77,13 @@ export async function* watchInstances(
 
   try {
     let known = new Map<string, InstanceRecord>();
-    const reread = async () => {
-      const fresh = await store.listInstances(namespace, serviceId, now());
+    // The first read fails the watch; later ones wait out a store outage (a failover) instead of ending it.
+    const reread = async (throughOutage = true) => {
+      const list = () => store.listInstances(namespace, serviceId, now());
+      const fresh = throughOutage ? await readThroughOutage(list, signal) : await list();
       return { fresh, byId: new Map(fresh.map((r) => [r.instanceId, r])) };
     };
-    const first = await reread();
+    const first = await reread(false);
     known = first.byId;
     yield { op: "current", instances: first.fresh };
 
@@ -110,7 +113,7 @@ export async function* watchInstances(
       } else {
         // register, renew, metadata: send the instance as it is now. Gone already: its deregister or expired event
         // follows, or the ttl known for it passes and the re-read finds it gone.
-        const r = await store.getInstance(namespace, serviceId, event.instanceId!, now());
+        const r = await readThroughOutage(() => store.getInstance(namespace, serviceId, event.instanceId!, now()), signal);
         // An event published before the first read (or before a re-read) arrives after it: what it announces is known.
         if (!r || sameInstance(known.get(r.instanceId), r)) continue;
         known.set(r.instanceId, r);

@@ -1,3 +1,4 @@
+import { readThroughOutage } from "@gov/service-kit";
 import type { RegistryChange, RegistryStore } from "./store/registry-store.js";
 
 /** What a watch of a namespace's service list yields. */
@@ -38,7 +39,8 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
       }
       const why = pending;
       pending = "none"; // before the read: an event arriving during it asks for another
-      const fresh = await store.listServices(namespace);
+      // a store outage (a failover) delays the next message instead of ending the watch
+      const fresh = await readThroughOutage(() => store.listServices(namespace), signal);
       if (why === "resync") {
         known = fresh;
         yield { op: "resync", serviceIds: fresh };
