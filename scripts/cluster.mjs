@@ -122,12 +122,13 @@ const alive = (pid) => {
 };
 
 /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process is gone. Only for a PID we started (`marker`). */
+/** Stops one process of ours; true when it was running (and is stopped now), false when it was gone already. */
 export async function stopPid(pid, marker, graceMs = 15_000) {
-  if (!pid || !isOurs(pid, marker)) return;
+  if (!pid || !isOurs(pid, marker)) return false;
   try {
     process.kill(pid, "SIGTERM");
   } catch {
-    return;
+    return false;
   }
   const deadline = Date.now() + graceMs;
   while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -137,6 +138,7 @@ export async function stopPid(pid, marker, graceMs = 15_000) {
     } catch {}
     while (alive(pid)) await new Promise((r) => setTimeout(r, 20));
   }
+  return true;
 }
 
 /** `redis-server` of node `i`: cluster mode, no persistence of data (only its nodes.conf), fast failover. */
@@ -345,13 +347,19 @@ export async function stopCluster(options = {}) {
   const pidsFile = join(dir, "pids.json");
   const recorded = readPids(pidsFile);
   const graceMs = options.graceMs ?? 15_000;
-  const stage = (names) => Promise.all(recorded.filter((r) => names(r.name)).map((r) => stopPid(r.pid, r.marker, graceMs)));
+  let stopped = 0;
+  const stage = async (names) => {
+    const results = await Promise.all(recorded.filter((r) => names(r.name)).map((r) => stopPid(r.pid, r.marker, graceMs)));
+    stopped += results.filter(Boolean).length;
+  };
   await stage((n) => n.startsWith("gateway-"));
   await stage((n) => !n.startsWith("gateway-") && !n.startsWith("redis-"));
   await stage((n) => n.startsWith("redis-"));
   rmSync(join(dir, "redis"), { recursive: true, force: true });
   rmSync(pidsFile, { force: true });
-  say(recorded.length ? `stopped ${recorded.length} processes; logs are in ${join(dir, "logs")}` : `nothing recorded in ${pidsFile}: nothing to stop`);
+  // what was running, not what was recorded: a process that had died (killed by hand, crashed) is said to be gone
+  const gone = recorded.length - stopped;
+  say(recorded.length ? `stopped ${stopped} processes${gone ? ` (${gone} of the ${recorded.length} recorded had stopped already)` : ""}; logs are in ${join(dir, "logs")}` : `nothing recorded in ${pidsFile}: nothing to stop`);
 }
 
 function describe(cluster) {
