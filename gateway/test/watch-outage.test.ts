@@ -1,4 +1,5 @@
 import { StoreUnavailableError } from "@gov/redis";
+import { readSse } from "@gov/testkit";
 import { createMemoryConfigStore, type ConfigStore } from "@gov/config-service";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configClients, createTestGateway, ns, type TestGateway } from "./harness.js";
@@ -45,22 +46,11 @@ describe("a config watch across a store outage in the middle of it", () => {
       })();
     }
     seen.sse = [];
-    void (async () => {
-      const res = await fetch(`${urls.url}/v1/namespaces/${encodeURIComponent(namespace)}/configs/a.yaml/watch`, { signal: ac.signal });
-      let text = "";
-      for await (const chunk of res.body!) {
-        text += Buffer.from(chunk as Uint8Array).toString("utf8");
-        for (let cut = text.indexOf("\n\n"); cut >= 0; cut = text.indexOf("\n\n")) {
-          const frame = text.slice(0, cut);
-          text = text.slice(cut + 2);
-          const data = /^data: (.*)$/m.exec(frame)?.[1];
-          if (!data) continue;
-          const ev = JSON.parse(data);
-          if (/^event: error$/m.test(frame)) ended.sse = ev.code;
-          else seen.sse.push(`${ev.op}:${ev.config?.data ?? ""}`);
-        }
-      }
-    })().catch(() => undefined);
+    await readSse(`${urls.url}/v1/namespaces/${encodeURIComponent(namespace)}/configs/a.yaml/watch`, ac.signal, (data, event) => {
+      const ev = data as { op: string; code: string; config?: { data: string } };
+      if (event === "error") ended.sse = ev.code;
+      else seen.sse.push(`${ev.op}:${ev.config?.data ?? ""}`);
+    });
     const names = Object.keys(seen);
     await expect.poll(() => names.map((n) => seen[n].length > 0), { timeout: 10_000 }).toEqual(names.map(() => true));
 

@@ -1,3 +1,4 @@
 export { redisServerPath, startRedis, startRedisCluster, masterPortForKey, freePort, type RedisServer, type RedisClusterServers, type RedisClusterNode, type RedisClusterOptions } from "./redis-servers.js";
 export { redisTargets, type RedisTargetName } from "./targets.js";
 export { writeStream, type WriteStream, type AckedWrite } from "./write-stream.js";
+export { readSse } from "./sse.js";

@@ -61,26 +61,5 @@ export const ns = (label = "") => `${label}{rg${process.pid}x${Date.now().toStri
 /** Percent-encodes a path segment the way clients should ('#' → %23, braces, '/'). */
 export const seg = (s: string) => encodeURIComponent(s);
 
-/**
- * Opens a REST watch (Server-Sent Events) and hands each event's `data:` JSON to `onMessage` until `signal` aborts.
- * Resolves once the 200 arrived, with `done`, which settles when the stream has ended.
- */
-export async function readSse(url: string, signal: AbortSignal, onMessage: (data: unknown) => void): Promise<{ status: number; contentType: string | null; done: Promise<void> }> {
-  const res = await fetch(url, { signal });
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  const done = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      for (let i = buffer.indexOf("\n\n"); i >= 0; i = buffer.indexOf("\n\n")) {
-        const data = /^data: (.*)$/m.exec(buffer.slice(0, i))?.[1];
-        buffer = buffer.slice(i + 2);
-        if (data) onMessage(JSON.parse(data));
-      }
-    }
-  })().catch(() => undefined);
-  return { status: res.status, contentType: res.headers.get("content-type"), done };
-}
+/** Opens a REST watch (Server-Sent Events): see @gov/testkit. */
+export { readSse } from "@gov/testkit";

@@ -48,6 +48,9 @@ interface VerifiedToken {
 const inSession = (token: { issuedAt: number; session?: string }, user: UserRecord) =>
   token.session === user.session && token.issuedAt >= (user.tokensAfter ?? 0);
 
+/** The token of an `Authorization: Bearer <token>` header value (any case of "Bearer"), or undefined. */
+const bearerToken = (header: string | null): string | undefined => (header === null ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1]);
+
 export function isLocked(user: Pick<UserRecord, "locked" | "lockedUntil">, now: number): boolean {
   return user.locked || user.lockedUntil > now;
 }
@@ -214,7 +217,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
         return principal.admin ? "admin" : "user";
       } catch (err) {
         if (err instanceof ConnectError && err.code === Code.Unauthenticated) return undefined;
-        const token = header === null ? undefined : /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+        const token = bearerToken(header);
         const verifiedToken = token && (await tokens.verify(token, "access").catch(() => undefined));
         const known = verifiedToken ? lastKnown.get(verifiedToken.username) : undefined;
         if (!verifiedToken || !known || known.session !== verifiedToken.session) return undefined;
@@ -225,9 +228,8 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     /** The caller of an `authorization` header value (`Bearer <accessToken>`), or unauthenticated (401). */
     async authenticate(header: string | null): Promise<Principal> {
       if (!header) throw unauthenticated("no access token: log in (POST /v1/authenticate/{username}/login) and send Authorization: Bearer <accessToken>");
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-      if (!m) throw unauthenticated("the Authorization header must be \"Bearer <accessToken>\"");
-      const token = m[1];
+      const token = bearerToken(header);
+      if (!token) throw unauthenticated("the Authorization header must be \"Bearer <accessToken>\"");
       let hit = verified.get(token);
       if (hit === undefined || hit.expiresAt <= now()) {
         if (hit) verified.delete(token);

@@ -5,6 +5,7 @@ import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { ServerReflection } from "@gov/api/gen/grpc/reflection/v1/reflection_pb";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import { readSse } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readableNamespaces } from "../src/principal.js";
 import { LOGIN_REFUSED } from "../src/security-core.js";
@@ -125,25 +126,12 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       const sse: (typeof watches)[number] = { name: "sse", data: [] };
       watches.push(sse);
       const ac = new AbortController();
-      void (async () => {
-        const res = await fetch(`${p.url}/v1/namespaces/${seg(namespace)}/configs/${seg(configId)}/watch`, { headers: { authorization: `Bearer ${token}` }, signal: ac.signal });
-        let text = "";
-        const decoder = new TextDecoder();
-        for await (const chunk of res.body!) {
-          text += decoder.decode(chunk as Uint8Array, { stream: true });
-          let cut: number;
-          while ((cut = text.indexOf("\n\n")) >= 0) {
-            const frame = text.slice(0, cut);
-            text = text.slice(cut + 2);
-            const data = /^data: (.*)$/m.exec(frame)?.[1];
-            if (!data) continue;
-            const parsed = JSON.parse(data);
-            if (/^event: error$/m.test(frame)) sse.ended = parsed.code;
-            else if (parsed.config) sse.data.push(parsed.config.data);
-          }
-        }
-        sse.ended ??= "end";
-      })().catch(() => (sse.ended ??= "aborted"));
+      const url = `${p.url}/v1/namespaces/${seg(namespace)}/configs/${seg(configId)}/watch`;
+      void readSse(url, ac.signal, (data, event) => {
+        const ev = data as { code: string; config?: { data: string } };
+        if (event === "error") sse.ended = ev.code;
+        else if (ev.config) sse.data.push(ev.config.data);
+      }, { authorization: `Bearer ${token}` }).then((s) => s.done.then(() => (sse.ended ??= "end")));
       return { watches, close: () => ac.abort() };
     }
 
