@@ -4,6 +4,7 @@ import { fileURLToPath } from "node:url";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
+import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
 import { buildProcess, createLogger, type ServiceModule } from "@gov/service-kit";
 import { describe, expect, it } from "vitest";
 import { ns, seg, testSources } from "./harness.js";
@@ -54,7 +55,16 @@ describe("SIGTERM (the real `npm start` process)", () => {
           return `failed: ${(err as Error).message}`;
         }
       })();
-      await expect.poll(() => [seen.grpc, seen.connect, /^data: /m.test(sseText)], { timeout: 10_000, interval: 50 }).toEqual([1, 1, true]);
+      // and a grpc.health.v1 Watch, which must hear NOT_SERVING before its stream ends (a load balancer's cue)
+      const health: Serving[] = [];
+      const healthSeen = (async () => {
+        try {
+          for await (const r of createClient(Health, createGrpcTransport({ baseUrl: grpcUrl })).watch({ service: "" })) health.push(r.status);
+        } catch {
+          // ends with unavailable, as every stream at shutdown
+        }
+      })();
+      await expect.poll(() => [seen.grpc, seen.connect, /^data: /m.test(sseText), health.length], { timeout: 10_000, interval: 50 }).toEqual([1, 1, true, 1]);
 
       const started = Date.now();
       child.kill("SIGTERM");
@@ -64,6 +74,8 @@ describe("SIGTERM (the real `npm start` process)", () => {
       expect(await connect).toMatch(/^Unavailable: the server is shutting down/);
       expect(await sse).toBe("end");
       expect(sseText).toMatch(/event: error\ndata: \{"code":"unavailable","message":"the server is shutting down[^"]*"\}/);
+      await healthSeen;
+      expect(health).toEqual([Serving.SERVING, Serving.NOT_SERVING]);
       expect(await exited).toBe(0);
       const tookMs = Date.now() - started;
       expect(tookMs).toBeLessThan(8_000);

@@ -346,6 +346,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   let stopping: Promise<void> | undefined;
   const shutdown = async () => {
     readiness.shutDown();
+    // One turn of the event loop between the two: grpc.health.v1 watchers get NOT_SERVING on their streams (a load
+    // balancer's cue to stop sending) before the drain ends every stream with `unavailable`.
+    await new Promise((resolve) => setImmediate(resolve));
     drain.begin();
     const deadline = Date.now() + settings.shutdownGrace;
     const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
