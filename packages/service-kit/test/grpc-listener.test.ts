@@ -118,7 +118,9 @@ describe("a service's gRPC listener", () => {
       expect(first).toEqual(expect.arrayContaining(["google/api/annotations.proto", "google/api/http.proto", "google/protobuf/descriptor.proto", "google/protobuf/timestamp.proto"]));
       expect(new Set(first).size).toBe(first.length);
       expect(names(answers[1])).toEqual(["google/api/http.proto"]); // asked for again: sent, its imports not
-      expect(answers[2]).toMatchObject({ case: "allExtensionNumbersResponse", value: { extensionNumber: [72295728] } }); // google.api.http
+      // google.api.http and gov.api.v1.download_media_type, the method options the config proto uses
+      expect(answers[2]).toMatchObject({ case: "allExtensionNumbersResponse", value: { extensionNumber: expect.arrayContaining([72295728, 51010]) } });
+      expect(answers[2].case === "allExtensionNumbersResponse" && answers[2].value.extensionNumber.length).toBe(2);
       expect(answers[3]).toMatchObject({ case: "errorResponse", value: { errorCode: Code.NotFound } });
     });
   });
