@@ -1,5 +1,4 @@
-import { StoreUnavailableError } from "@gov/redis";
-import { readSse } from "@gov/testkit";
+import { readSse, storeOutage } from "@gov/testkit";
 import { createMemoryConfigStore, type ConfigStore } from "@gov/config-service";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configClients, createTestGateway, ns, type TestGateway } from "./harness.js";
@@ -10,16 +9,9 @@ import { configClients, createTestGateway, ns, type TestGateway } from "./harnes
  * `unavailable`, leaving every client to reopen it.
  */
 describe("a config watch across a store outage in the middle of it", () => {
-  const state = { down: false, failedReads: 0 };
+  const state = storeOutage();
   const memory = createMemoryConfigStore({ maxVersions: 10 });
-  const store: ConfigStore = {
-    ...memory,
-    get: (namespace, configId) => {
-      if (!state.down) return memory.get(namespace, configId);
-      state.failedReads++;
-      return Promise.reject(new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test): retry when it is back"));
-    },
-  };
+  const store: ConfigStore = { ...memory, get: state.failing(memory.get.bind(memory)) };
   let gw: TestGateway;
   let urls: { url: string; grpcUrl: string };
   beforeAll(async () => {
@@ -56,7 +48,7 @@ describe("a config watch across a store outage in the middle of it", () => {
 
     state.down = true;
     await memory.set(namespace, "a.yaml", "v2", "h2", Date.now()); // the event arrives; its read fails
-    await expect.poll(() => state.failedReads, { timeout: 10_000 }).toBeGreaterThanOrEqual(names.length * 2); // retried
+    await expect.poll(() => state.refused, { timeout: 10_000 }).toBeGreaterThanOrEqual(names.length * 2); // retried
     state.down = false;
     try {
       await expect.poll(() => names.map((n) => seen[n].at(-1)), { timeout: 10_000 }).toEqual(names.map(() => "set:v2"));

@@ -2,3 +2,4 @@ export { redisServerPath, startRedis, startRedisCluster, masterPortForKey, freeP
 export { redisTargets, type RedisTargetName } from "./targets.js";
 export { writeStream, type WriteStream, type AckedWrite } from "./write-stream.js";
 export { readSse } from "./sse.js";
+export { storeOutage, type StoreOutage } from "./outage.js";

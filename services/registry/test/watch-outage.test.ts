@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from "@gov/redis";
+import { storeOutage } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryRegistryStore } from "../src/index.js";
 import type { RegistryStore } from "../src/store/registry-store.js";
@@ -9,19 +9,13 @@ import { createRegistryGateway, ns, registryClients, type RegistryGateway } from
  * The instance and service-list watches wait the outage out and deliver; they used to end with `unavailable`.
  */
 describe("registry watches across a store outage in the middle of them", () => {
-  const state = { down: false, failedReads: 0 };
+  const state = storeOutage();
   const memory = createMemoryRegistryStore();
-  const failing = <A extends unknown[], R>(read: (...args: A) => Promise<R>) =>
-    (...args: A): Promise<R> => {
-      if (!state.down) return read(...args);
-      state.failedReads++;
-      return Promise.reject(new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test): retry when it is back"));
-    };
   const store: RegistryStore = {
     ...memory,
-    getInstance: failing(memory.getInstance.bind(memory)),
-    listInstances: failing(memory.listInstances.bind(memory)),
-    listServices: failing(memory.listServices.bind(memory)),
+    getInstance: state.failing(memory.getInstance.bind(memory)),
+    listInstances: state.failing(memory.listInstances.bind(memory)),
+    listServices: state.failing(memory.listServices.bind(memory)),
   };
   let gw: RegistryGateway;
   let urls: { url: string; grpcUrl: string };
@@ -58,7 +52,7 @@ describe("registry watches across a store outage in the middle of them", () => {
     // written through the underlying store: the events arrive, the watches' reads fail
     await memory.register(namespace, { instanceId: "order@http#h2#80", serviceId: "order", schema: "http", host: "h2", port: 80, weight: 1, isEphemeral: false, metadata: {} } as never, Date.now());
     await memory.register(namespace, { instanceId: "pay@http#h3#80", serviceId: "pay", schema: "http", host: "h3", port: 80, weight: 1, isEphemeral: false, metadata: {} } as never, Date.now());
-    await expect.poll(() => state.failedReads, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
+    await expect.poll(() => state.refused, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
     state.down = false;
     try {
       await expect.poll(() => [instances.at(-1), services.at(-1)], { timeout: 10_000 }).toEqual(["register", "add"]);

@@ -4,20 +4,20 @@
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ConfigService } from "@gov/api";
-import { StoreUnavailableError } from "@gov/redis";
+import { storeOutage } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
 import type { SecurityChange, SecurityStore } from "../src/store/security-store.js";
 import { bearer, ns, ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
 
 describe("the guard during a store outage", () => {
-  const state = { down: false };
+  const state = storeOutage();
   const listeners: ((change: SecurityChange) => void)[] = [];
   const memory = createMemorySecurityStore();
   // the memory store, with reads of users failing while `down`, and its change listeners within reach
   const store: SecurityStore = {
     ...memory,
-    getUser: (username) => (state.down ? Promise.reject(new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test): retry when it is back")) : memory.getUser(username)),
+    getUser: state.failing(memory.getUser.bind(memory)),
     onChange: (listener) => {
       listeners.push(listener);
       return memory.onChange(listener);
