@@ -10,6 +10,7 @@ import { reflectionRoutes } from "./grpc/reflection.js";
 import { refuseFullDuplexOnHttp1 } from "./grpc/full-duplex.js";
 import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
+import { refuseExpiredDeadlines } from "./expired-deadline.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { CONNECT_JSON_OPTIONS, serveConnectUnary } from "./connect-unary.js";
 import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
@@ -120,6 +121,7 @@ function connectRoutes(routes: (router: ConnectRouter) => void, grpc?: { serving
       reflectionRoutes([...served, Health])(router);
       healthRoutes(served.map((s) => s.typeName), grpc.serving, grpc.closing)(router);
     }
+    refuseExpiredDeadlines(router, guards?.limit?.readMaxBytes ?? DEFAULT_READ_MAX_BYTES); // grpc-timeout: 0n, as Connect's 0
     refuseFullDuplexOnHttp1(router); // in the contract's shape, not Connect-ES's bare 505
     fixRequestErrors(router, guards); // inside the wire fixes, which must see the corrected status
     applyWireFixes(router);

@@ -264,6 +264,27 @@ describe("every protocol of a service's listeners", () => {
     }
   });
 
+  it("refuses a call whose deadline is zero (grpc-timeout 0n, 0m, 0S; connect-timeout-ms 0) without running it", async () => {
+    const zeros: Record<string, string[]> = { connect: ["connect-timeout-ms: 0"], "grpc-web": ["grpc-timeout: 0n", "grpc-timeout: 0m"], grpc: ["grpc-timeout: 0n", "grpc-timeout: 0m", "grpc-timeout: 0S"] };
+    const reader = createClient(ConfigService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
+    for (const { name, transport } of transports()) {
+      const client = createClient(ConfigService, transport);
+      for (const zero of zeros[name]) {
+        const [header, value] = zero.split(": ");
+        const configId = `zero-deadline-${name}-${value}.yaml`;
+        const err = await client.setConfig({ namespace: ns, configId, data: "a: 1\n" }, { headers: { [header]: value } }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+        expect(err?.code, `${name} ${zero}`).toBe(Code.DeadlineExceeded);
+        // not started, so nothing was written (Connect-ES would have run the handler with an aborted signal)
+        expect((await reader.getConfig({ namespace: ns, configId }).catch((e: unknown) => ConnectError.from(e)) as ConnectError).code, `${name} ${zero}`).toBe(Code.NotFound);
+        const seen: string[] = [];
+        const watchErr = await (async () => {
+          for await (const change of client.watchConfig({ namespace: ns, configId }, { headers: { [header]: value } })) seen.push(change.op);
+        })().then(() => undefined, (e: unknown) => ConnectError.from(e));
+        expect([seen, watchErr?.code], `${name} ${zero} watch`).toEqual([[], Code.DeadlineExceeded]);
+      }
+    }
+  });
+
   it("accepts application/grpc-web-text (base64 both ways)", async () => {
     const client = createClient(ConfigService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
     await client.setConfig({ namespace: ns, configId: "text.yaml", data: "a: 1\n" });
