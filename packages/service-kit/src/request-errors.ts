@@ -112,8 +112,12 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
       if (refused) return refused;
     }
     const body = request.body;
-    if (oneMessage && bodyTimeoutMs > 0 && typeof body === "object" && body !== null && Symbol.asyncIterator in body) {
-      request = { ...request, body: withDeadline(body as AsyncIterable<Uint8Array>, bodyTimeoutMs) };
+    if (typeof body === "object" && body !== null && Symbol.asyncIterator in body) {
+      let checked = body as AsyncIterable<Uint8Array>;
+      if (oneMessage && bodyTimeoutMs > 0) checked = withDeadline(checked, bodyTimeoutMs);
+      const framing = framingOf(request.header.get("content-type"));
+      if (framing) checked = withCheckedFraming(checked, framing);
+      if (checked !== body) request = { ...request, body: checked };
     }
     const res = await handler(request);
     if (!res.body) return res.status === 405 || res.status === 415 ? bareRefusal(res, request, handler) : res;
@@ -238,6 +242,67 @@ function fixGrpcWebTrailer(chunk: Uint8Array, fix: Fix): Uint8Array {
   let text = "";
   headers.forEach((value, name) => (text += `${name}: ${value}\r\n`));
   return frame(0x80, encoder.encode(text));
+}
+
+/** An enveloped protocol's framing, named, and the flags its clients may set (Connect: 1 compressed, 2 end of stream; gRPC: 1). */
+interface Framing {
+  name: string;
+  maxFlags: number;
+}
+
+const CONNECT_STREAM = /^application\/connect\+/i;
+const GRPC_WEB = /^application\/grpc-web/i;
+const GRPC = /^application\/grpc/i;
+
+/** The envelope framing of a request of this content type; undefined for Connect unary (not enveloped) and the rest. */
+function framingOf(type: string | null): Framing | undefined {
+  if (type === null) return undefined;
+  if (CONNECT_STREAM.test(type)) return { name: "Connect enveloped framing (a Connect stream)", maxFlags: 2 };
+  if (GRPC_WEB.test(type)) return { name: "gRPC-Web length-prefixed framing", maxFlags: 1 };
+  if (GRPC.test(type)) return { name: "gRPC length-prefixed framing", maxFlags: 1 };
+  return undefined;
+}
+
+/**
+ * The request body of an enveloped protocol, failing with `invalid_argument` at the first envelope whose flags byte is
+ * none a client sends. A body that is not enveloped at all (`hello world`, a bare JSON message) would otherwise have
+ * its first bytes read as a length prefix and be refused as a message of some gigabytes over the size limit, which
+ * sends its sender after the wrong problem. Only the flags are judged: an envelope with valid flags that declares a
+ * length over the limit is still refused as over-size, naming the limit. Follows the envelope boundaries chunk by
+ * chunk, copying nothing.
+ */
+function withCheckedFraming(body: AsyncIterable<Uint8Array>, framing: Framing): AsyncIterable<Uint8Array> {
+  let offset = 0; // body bytes before the current chunk
+  let skip = 0; // bytes of the current envelope's message still to come
+  let header = 0; // bytes of the current envelope's 5-byte prefix seen
+  let length = 0;
+  return mapBody(body, (chunk) => {
+    for (let i = 0; i < chunk.length; ) {
+      if (skip > 0) {
+        const n = Math.min(skip, chunk.length - i);
+        skip -= n;
+        i += n;
+        continue;
+      }
+      const byte = chunk[i];
+      if (header === 0) {
+        if (byte > framing.maxFlags) {
+          throw new ConnectError(
+            `malformed envelope: the request body is not valid ${framing.name} (the envelope at byte ${offset + i} has flags 0x${byte.toString(16).padStart(2, "0")}, where ${framing.maxFlags === 2 ? "0, 1 or 2" : "0 or 1"} is expected): send each message enveloped, a flags byte and its length as 4 bytes big-endian before it`,
+            Code.InvalidArgument,
+          );
+        }
+        length = 0;
+      } else length = length * 256 + byte;
+      i++;
+      if (++header === 5) {
+        header = 0;
+        skip = length;
+      }
+    }
+    offset += chunk.length;
+    return chunk;
+  });
 }
 
 /**

@@ -329,6 +329,26 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           const { grpcUrl } = options.target();
           expect((await grpcWithToken(grpcUrl, rpcPath(method), [envelope(0, GARBAGE_PROTO)], { timeoutMs: answerMs })).status).toBe("3");
         });
+        it("a body that is not enveloped (`hello world`) is a malformed envelope (invalid_argument), not an over-size message", async () => {
+          const { connectUrl, grpcUrl } = options.target();
+          // its first bytes read as an envelope prefix: flags 0x68, length 0x656c6c6f (~1.7 GB, over any limit)
+          const garbage = new TextEncoder().encode("hello world");
+          const malformed = /malformed envelope: the request body is not valid .*framing/;
+          if (streaming) {
+            for (const type of ["application/connect+json", "application/connect+proto"]) {
+              const res = await send(connectUrl + rpcPath(method), { method: "POST", body: garbage, headers: { "content-type": type }, signal: AbortSignal.timeout(answerMs) });
+              const frames = new Uint8Array(await res.arrayBuffer());
+              const { error } = JSON.parse(new TextDecoder().decode(frames.subarray(5))) as { error: { code: string; message: string } };
+              expect([error.code, error.message], type).toEqual(["invalid_argument", expect.stringMatching(malformed)]);
+              expect(error.message).toContain("Connect enveloped framing");
+            }
+          }
+          const res = await send(connectUrl + rpcPath(method), { method: "POST", body: garbage, headers: { "content-type": "application/grpc-web+proto" }, signal: AbortSignal.timeout(answerMs) });
+          const web = grpcWebStatus(new Uint8Array(await res.arrayBuffer()));
+          expect([web.status, decodeURIComponent(web.message)]).toEqual(["3", expect.stringMatching(malformed)]);
+          const grpc = await grpcWithToken(grpcUrl, rpcPath(method), [garbage], { timeoutMs: answerMs });
+          expect([grpc.status, grpc.message]).toEqual(["3", expect.stringMatching(malformed)]);
+        });
         it("an oversize message is refused on every RPC listener before it is buffered, naming the limit", async () => {
           const { connectUrl, grpcUrl } = options.target();
           const declared = options.limits.message + 1;
