@@ -142,7 +142,7 @@ function recorderCost(): { anonymous: number; identified: number } {
     const ctx = { requestHeader: new Headers(headers) } as unknown as HandlerContext;
     const n = 1_000_000;
     const started = performance.now();
-    for (let i = 0; i < n; i++) recorder.discovered(ctx, "{bench}", "B");
+    for (let i = 0; i < n; i++) recorder.discovered(ctx, "{bench}", "B", true);
     return ((performance.now() - started) * 1000) / n;
   };
   time({ "x-gov-consumer": "A" }); // warm up

@@ -49,7 +49,14 @@ export function createRegistryModule(options: RegistryModuleOptions = {}): Servi
       const namespaceRule = { requireHashTag: settings.requireHashTag };
       const now = options.now ?? Date.now;
       const topologyStore = options.topology ?? (await sharedTopologyStore(ctx, store));
-      const topology = createTopologyRecorder({ store: topologyStore, namespaceRule, now, onError: (err) => ctx.logger.warn(outageLogFields(err), "a topology edge could not be recorded") });
+      const topology = createTopologyRecorder({
+        store: topologyStore,
+        namespaceRule,
+        now,
+        // asked only when a discovery found no instance (off the request's path): does the producer exist at all?
+        serviceExists: async (ns, serviceId) => (await store.listServices(ns)).includes(serviceId),
+        onError: (err) => ctx.logger.warn(outageLogFields(err), "a topology edge could not be recorded"),
+      });
       const impl = createRegistryService({ store, namespaces, namespaceRule, instanceTtlMs: settings.instanceTtl, now, topology });
       // an injected store (tests) is not the process's Redis: its health is not ours to report
       return storeBackedInstance({

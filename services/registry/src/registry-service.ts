@@ -145,8 +145,9 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
 
     async listInstances(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
-      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
-      return { instances: (await store.listInstances(req.namespace, req.serviceId, now())).map(toInstance) };
+      const instances = await store.listInstances(req.namespace, req.serviceId, now());
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId, instances.length > 0);
+      return { instances: instances.map(toInstance) };
     },
 
     async registerInstance(req) {
@@ -184,8 +185,9 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
 
     async chooseInstance(req, ctx) {
       checkTarget(req.namespace, req.serviceId);
-      deps.topology?.discovered(ctx, req.namespace, req.serviceId);
-      const chosen = chooseWeighted(await store.listInstances(req.namespace, req.serviceId, now()), deps.random);
+      const instances = await store.listInstances(req.namespace, req.serviceId, now());
+      deps.topology?.discovered(ctx, req.namespace, req.serviceId, instances.length > 0);
+      const chosen = chooseWeighted(instances, deps.random);
       if (!chosen) {
         throw new ConnectError(
           `service "${req.serviceId}" has no live instance of weight above 0 in namespace "${req.namespace}": register one (PUT …/services/${req.serviceId}/instances)`,
@@ -199,7 +201,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       checkTarget(req.namespace, req.serviceId);
       for await (const e of watchInstances(store, req.namespace, req.serviceId, ctx.signal, now)) {
         // a watching client (the SDK's discovery cache) keeps using the service: its edge stays seen while it watches
-        deps.topology?.discovered(ctx, req.namespace, req.serviceId);
+        deps.topology?.discovered(ctx, req.namespace, req.serviceId, "instances" in e ? e.instances.length > 0 : "instance" in e);
         yield create(WatchInstancesResponseSchema, {
           op: e.op,
           serviceId: req.serviceId,

@@ -112,22 +112,32 @@ export const CONSUMER_NAMESPACE_HEADER = "x-gov-consumer-namespace";
 /** How often one process writes the same edge at most: discovery stays as fast with the header as without. */
 export const EDGE_WRITE_INTERVAL_MS = 60_000;
 /**
- * How soon a consumer that was not (yet) a service of its namespace is checked again: a service that discovers its
- * dependencies before it registers itself gets its edges from a few seconds after it registers, not a minute later.
+ * How soon a consumer that was not (yet) a service of its namespace, or a producer that did not (yet) exist, is checked
+ * again: a service that discovers its dependencies before it (or they) register gets its edges from a few seconds
+ * after they do, not a minute later.
  */
 export const UNKNOWN_CONSUMER_RETRY_MS = 2_000;
 /** Edges remembered as recently written; past it the memory starts over (a few extra writes, never unbounded). */
 const MAX_REMEMBERED_EDGES = 50_000;
 
 export interface TopologyRecorder {
-  /** Notes the discovery of `serviceId` in `namespace` by the caller of `ctx`, if it identifies itself. Never throws, never waits. */
-  discovered(ctx: HandlerContext, namespace: string, serviceId: string): void;
+  /**
+   * Notes the discovery of `serviceId` in `namespace` by the caller of `ctx`, if it identifies itself. Never throws,
+   * never waits. `found`: the discovery found live instances of it, so it exists; when it found none (or is not
+   * said) the service may exist without any, or not at all, and the edge is recorded only if `serviceExists` says it does.
+   */
+  discovered(ctx: HandlerContext, namespace: string, serviceId: string, found?: boolean): void;
 }
 
 export interface TopologyRecorderDeps {
   store: TopologyStore;
   namespaceRule: NamespaceRule;
   now: () => number;
+  /**
+   * Whether `serviceId` is a service of `namespace`: asked (off the request's path) only for a discovery that found no
+   * instance. Without it, only discoveries that found instances are recorded.
+   */
+  serviceExists?: (namespace: string, serviceId: string) => Promise<boolean>;
   /** Told about a failed edge write (the discovery call itself has already been answered). */
   onError?: (err: unknown) => void;
 }
@@ -144,15 +154,16 @@ function valid(check: () => void): boolean {
 
 /**
  * Records topology edges off the request's path: at most one store write per edge per `EDGE_WRITE_INTERVAL_MS` in this
- * process (per `UNKNOWN_CONSUMER_RETRY_MS` while the consumer is not a service of its namespace), not awaited.
- * Anonymous calls (no `X-Gov-Consumer`), self-discovery and malformed headers record nothing. The consumer's namespace
- * is `X-Gov-Consumer-Namespace` when given, else the request's.
+ * process (per `UNKNOWN_CONSUMER_RETRY_MS` while the consumer is not a service of its namespace or the producer does not
+ * exist), not awaited.
+ * Anonymous calls (no `X-Gov-Consumer`), self-discovery, malformed headers and the discovery of a service that does not
+ * exist record nothing. The consumer's namespace is `X-Gov-Consumer-Namespace` when given, else the request's.
  */
 export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyRecorder {
   /** Edge → when this process may write it again. */
   const nextWrite = new Map<string, number>();
   return {
-    discovered(ctx, namespace, serviceId) {
+    discovered(ctx, namespace, serviceId, found) {
       const consumer = ctx.requestHeader.get(CONSUMER_HEADER);
       if (!consumer) return;
       const consumerNs = ctx.requestHeader.get(CONSUMER_NAMESPACE_HEADER) || namespace;
@@ -165,7 +176,9 @@ export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyReco
       if (nextWrite.size >= MAX_REMEMBERED_EDGES) nextWrite.clear();
       nextWrite.set(edgeKey, now + EDGE_WRITE_INTERVAL_MS);
       const producer = consumerNs === namespace ? serviceId : `${namespace}.${serviceId}`;
-      deps.store.touch(consumerNs, consumer, producer, now).then(
+      // A discovery that found instances tells that the producer exists; only one that found none costs a look-up.
+      const exists = found === true ? Promise.resolve(true) : (deps.serviceExists?.(namespace, serviceId) ?? Promise.resolve(false));
+      exists.then((yes) => yes && deps.store.touch(consumerNs, consumer, producer, now)).then(
         (recorded) => {
           if (!recorded) nextWrite.set(edgeKey, now + UNKNOWN_CONSUMER_RETRY_MS);
         },

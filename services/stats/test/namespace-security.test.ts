@@ -1,12 +1,14 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
+import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import { createConfigModule } from "@gov/config-service";
 import { restGateway } from "@gov/gateway";
 import { createSecurityGuard, createSecurityModule } from "@gov/security-service";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStatsModule } from "../src/module.js";
+import { FAST } from "./stats-harness.js";
 
 const PASSWORD = "root-password-for-tests";
 const seg = encodeURIComponent;
@@ -40,7 +42,7 @@ describe("namespaces with security on", () => {
   beforeAll(async () => {
     proc = await buildProcess({
       name: "test-namespace-security",
-      modules: [createConfigModule(), createStatsModule({ worker: false }), createSecurityModule({ announce: () => {} })],
+      modules: [createConfigModule(), createStatsModule({ worker: FAST }), createSecurityModule({ announce: () => {} })],
       gateway: restGateway,
       guard: createSecurityGuard(),
       sources: { file: {}, env: { GOV_SUPER_PASSWORD: PASSWORD, GOV_SHUTDOWN_GRACE: "1s" } },
@@ -66,6 +68,17 @@ describe("namespaces with security on", () => {
     ]) {
       expect((await createClient(NamespaceService, transport).listNamespaces({})).namespaces).toEqual([dev]);
     }
+  });
+
+  it("the stat's namespace count is what the caller may read, as GET /v1/namespaces lists it; an admin counts all", async () => {
+    const stat = async (token: string) => (await rest("GET", `/v1/namespaces/${seg(dev)}/stat`, token)).body as { namespaces: number };
+    const all = (await rest("GET", "/v1/namespaces", root)).body as string[];
+    await expect.poll(async () => (await stat(root)).namespaces, { timeout: 10_000, interval: 50 }).toBe(all.length); // once a pass has counted
+    expect(all.length).toBeGreaterThan(1);
+    expect((await stat(alice)).namespaces).toBe(((await rest("GET", "/v1/namespaces", alice)).body as string[]).length);
+    expect((await stat(alice)).namespaces).toBe(1);
+    const grpc = createClient(StatsService, createGrpcTransport({ baseUrl: urls.grpcUrl!, interceptors: [bearer(alice)] }));
+    expect((await grpc.getStat({ namespace: dev })).namespaces).toBe(1);
   });
 
   it("create and delete are admin-only; the current namespace is readable by any user and set only with write permission", async () => {

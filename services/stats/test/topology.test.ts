@@ -60,13 +60,37 @@ for (const target of statsTargets()) {
       await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"], C: ["B"] });
     });
 
+    it("discovering a service that does not exist records nothing; one that exists without instances is recorded", async () => {
+      const ns = await setUp();
+      expect((await get(`${services(ns)}/ghost/instances`, { "x-gov-consumer": "A" })).json).toEqual([]);
+      expect((await get(`${services(ns)}/ghost/lb`, { "x-gov-consumer": "A" })).status).toBe(404);
+      const connect = createClient(RegistryService, createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+      await connect.chooseInstance({ namespace: ns, serviceId: "phantom" }, { headers: { "X-Gov-Consumer": "C" } }).catch(() => undefined);
+      const watch = new AbortController();
+      for await (const change of connect.watchInstances({ namespace: ns, serviceId: "spectre" }, { headers: { "X-Gov-Consumer": "C" }, signal: watch.signal })) {
+        expect(change.op).toBe("current"); // no instances
+        break;
+      }
+      watch.abort();
+      // C exists and has no instance: recorded (after the look-ups above, which ran first)
+      expect((await get(`${services(ns)}/C/instances`, { "x-gov-consumer": "A" })).json).toEqual([]);
+      await expect.poll(() => topology(ns), POLL).toEqual({ A: ["C"] });
+      expect((await stores.topology.edges(ns, 0)).map((e) => `${e.consumer}>${e.producer}`)).toEqual(["A>C"]);
+    });
+
     it("a consumer that discovers before it is a service is recorded once it registers, seconds later rather than a minute", async () => {
       const ns = await setUp();
       await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "late" }); // not a service of ns yet: nothing recorded
       expect((await put(`${services(ns)}/late`)).statusCode).toBe(200);
       skipped += UNKNOWN_CONSUMER_RETRY_MS + 1; // well inside EDGE_WRITE_INTERVAL_MS
-      await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "late" });
-      await expect.poll(() => topology(ns), POLL).toEqual({ late: ["B"] });
+      // The first discovery's edge write is not awaited: until its "not a service yet" comes back, the edge is still
+      // held back for a minute; so discover again on each poll (the clock stays put: one retry interval later).
+      await expect
+        .poll(async () => {
+          await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "late" });
+          return topology(ns);
+        }, POLL)
+        .toEqual({ late: ["B"] });
     });
 
     it("a consumer in another namespace (X-Gov-Consumer-Namespace) gets the producer as {ns}.{serviceId}", async () => {

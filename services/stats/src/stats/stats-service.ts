@@ -3,12 +3,17 @@ import { ListValueSchema, ValueSchema, type ListValue } from "@bufbuild/protobuf
 import type { ServiceImpl } from "@connectrpc/connect";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { TopologyStore } from "@gov/registry-service";
+import { callerOf } from "@gov/security-service";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { visibleNamespaces } from "../namespaces/namespace-service.js";
+import type { NamespaceSource } from "../worker/stats-pass.js";
 import { EMPTY_STAT, type StatsStore } from "./stats-store.js";
 
 export interface StatsServiceDeps {
   stats: Pick<StatsStore, "read">;
   topology: Pick<TopologyStore, "edges">;
+  /** The namespace index: a caller who may not read every namespace is told how many it may read. */
+  namespaces: Pick<NamespaceSource, "list">;
   namespaceRule: NamespaceRule;
   /** gov.topology.edge-ttl: older edges are not listed (the worker prunes them). */
   edgeTtlMs: number;
@@ -22,10 +27,16 @@ const strings = (values: string[]): ListValue =>
 export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof StatsService> {
   const now = deps.now ?? Date.now;
   return {
-    async getStat(req) {
+    async getStat(req, ctx) {
       checkNamespace(req.namespace, deps.namespaceRule);
       // A namespace no pass has counted yet (new, or created less than one period ago) answers zeros.
-      return (await deps.stats.read(req.namespace)) ?? EMPTY_STAT;
+      const stat = (await deps.stats.read(req.namespace)) ?? EMPTY_STAT;
+      // The pass counts every namespace; a caller that may read only some of them (not an admin, security on) is told
+      // how many it may read, as GET /v1/namespaces lists them. Admins and security off keep the pass's count, with no
+      // round trip of their own.
+      const caller = callerOf(ctx);
+      if (stat === EMPTY_STAT || caller === undefined || caller.admin) return stat;
+      return { ...stat, namespaces: visibleNamespaces(await deps.namespaces.list(), ctx).length };
     },
     async getTopology(req) {
       checkNamespace(req.namespace, deps.namespaceRule);
