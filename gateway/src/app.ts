@@ -10,14 +10,14 @@ import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
 import { registerRestRoutes } from "./transcode/register.js";
 import { DEFAULT_RESPONSE_OPTIONS, sendJsonText } from "./transcode/response.js";
-import { readRawBody } from "./transcode/request.js";
+import { rawBodyReader } from "./transcode/request.js";
 
 export interface GatewayOptions {
   /** Each service and the Connect transport that reaches it (in-process or HTTP). */
   services: { service: DescService; transport: Transport }[];
   logger: Logger;
   /** Body limits; `requestTimeoutMs` (gov.limits.request-timeout, default 60 s): a request must have arrived by then. */
-  limits: { maxJsonBody: number; maxZipBytes: number; requestTimeoutMs?: number };
+  limits: { maxJsonBody: number; maxJsonBodySetting?: string; maxZipBytes: number; requestTimeoutMs?: number };
   /** `gov.security.trusted-proxies`: peers whose `X-Forwarded-For` is believed (see transcode/forward-headers.ts). Default none. */
   trustedProxies?: string[];
   /** `gov.cors.origins`: browser origins allowed on REST, Connect and gRPC-Web. Default none: CORS off (nothing registered). */
@@ -58,7 +58,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   await app.register(async (rest) => {
     // Bodies reach the transcoder as raw bytes: the proto rule, not the content type, decides how to read them.
     rest.removeAllContentTypeParsers();
-    rest.addContentTypeParser("*", { parseAs: "buffer" }, readRawBody);
+    rest.addContentTypeParser("*", { parseAs: "buffer" }, rawBodyReader(options.limits.maxJsonBodySetting));
     // "Any content type" includes ones Fastify cannot parse (empty, no subtype), which it would refuse with 415.
     // Only routes that take a body pay for the check; the GET hot path does not.
     rest.addHook("onRoute", (route) => {

@@ -26,18 +26,22 @@ export class HttpError extends Error {
 /** The limits the REST answers name (defaults match the settings' defaults). */
 export interface ErrorLimits {
   maxJsonBody?: number;
+  /** The setting(s) behind maxJsonBody (default gov.limits.json-body). */
+  maxJsonBodySetting?: string;
   maxZipBytes?: number;
   requestTimeoutMs?: number;
 }
 
 export { excerpt };
 
+export const JSON_BODY_SETTING = "gov.limits.json-body";
+
 /** Fastify's and @fastify/multipart's own errors, by code: a contract status, a Connect code, a message that helps. */
 function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | undefined {
   const answer = (status: number, code: string, message: string): RestError => ({ status, body: { code, message } });
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return answer(413, "resource_exhausted", `the request body is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (gov.limits.json-body): send a smaller body`);
+      return answer(413, "resource_exhausted", `the request body is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (${limits.maxJsonBodySetting ?? JSON_BODY_SETTING}): send a smaller body`);
     case "FST_REQ_FILE_TOO_LARGE":
       return answer(413, "resource_exhausted", `the uploaded file is over the limit of ${limits.maxZipBytes ?? 16777216} bytes (gov.limits.zip-upload): send a smaller archive`);
     case "FST_FILES_LIMIT":

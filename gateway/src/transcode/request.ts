@@ -3,7 +3,7 @@ import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMess
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
-import { excerpt, HttpError } from "../errors.js";
+import { excerpt, HttpError, JSON_BODY_SETTING } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
@@ -16,10 +16,14 @@ const DECODERS: Record<string, Inflate> = { gzip: gunzip, "x-gzip": gunzip, defl
 
 /**
  * The REST body parser: the raw bytes, with a `Content-Encoding` (gzip, deflate, br) undone. The inflated size counts
- * against the same limit as a plain body (gov.limits.json-body), and inflating stops at that limit, so a small bomb
- * costs no more than a body at the limit.
+ * against the same limit as a plain body (`setting`: gov.limits.json-body, or the module setting that raised it), and
+ * inflating stops at that limit, so a small bomb costs no more than a body at the limit.
  */
-export function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void {
+export function rawBodyReader(setting = JSON_BODY_SETTING) {
+  return (req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void => readRawBody(req, body, done, setting);
+}
+
+function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void, setting: string): void {
   const header = req.headers["content-encoding"];
   if (header === undefined) return done(null, body); // the common case: no string work
   const encoding = String(header).trim().toLowerCase();
@@ -30,7 +34,7 @@ export function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error
   decode(body, { maxOutputLength: limit }, (err, inflated) => {
     if (!err) return done(null, inflated);
     if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE" || err instanceof RangeError) {
-      return done(new HttpError(413, "resource_exhausted", `the request body inflates to more than the limit of ${limit} bytes (gov.limits.json-body): send a smaller body`));
+      return done(new HttpError(413, "resource_exhausted", `the request body inflates to more than the limit of ${limit} bytes (${setting}): send a smaller body`));
     }
     done(new HttpError(400, "invalid_argument", `the body is not valid ${encoding} data, as its Content-Encoding says`));
   });

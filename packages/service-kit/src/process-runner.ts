@@ -57,8 +57,11 @@ export interface GatewayBuild {
   services: { service: DescService; transport: Transport }[];
   logger: Logger;
   sources: SettingsSources;
-  /** The largest request and upload the modules accept; how long a request may take to arrive (gov.limits.request-timeout). */
-  limits: { maxRequestBytes: number; maxUploadBytes: number; requestTimeoutMs: number };
+  /**
+   * The largest request and upload the modules accept, and the module setting behind the request limit (named in
+   * over-limit answers); how long a request may take to arrive (gov.limits.request-timeout).
+   */
+  limits: { maxRequestBytes: number; maxUploadBytes: number; requestTimeoutMs: number; maxRequestSetting?: string };
   /** The local services' Connect routes, to serve (Connect, gRPC-Web) on the gateway's port too. */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
@@ -284,6 +287,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   // A Connect request message may carry an upload (a ZIP import), plus its envelope.
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
   // The setting behind that limit, for the gRPC and Connect listeners' over-limit messages (the REST one names its own).
+  const maxRequestSetting = planned.find((p) => p.limits.maxRequestBytes === maxRequestBytes)?.limits.settings?.maxRequestBytes;
   const limitSetting = (() => {
     const upload = maxUploadBytes >= maxRequestBytes;
     const owner = planned.find((p) => (upload ? p.limits.maxUploadBytes === maxUploadBytes : p.limits.maxRequestBytes === maxRequestBytes));
@@ -306,7 +310,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
           services: planned.flatMap((p) => p.module.services.map((service) => ({ service, transport: lazyTransport(service) }))),
           logger,
           sources,
-          limits: { maxRequestBytes, maxUploadBytes, requestTimeoutMs },
+          limits: { maxRequestBytes, maxUploadBytes, requestTimeoutMs, maxRequestSetting },
           connect: impls.length ? { routes, interceptors, readMaxBytes } : undefined,
         })
       : await createConnectServer(connectOptions);

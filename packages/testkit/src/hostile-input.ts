@@ -26,8 +26,10 @@ export interface HostileInputOptions {
   /** Values for path variables (`{namespace}` → "{hostile}"); anything not listed gets "x". */
   pathValues?: Record<string, string>;
   limits: {
-    /** Largest REST body the gateway takes (gov.limits.json-body as configured). */
+    /** Largest REST body the gateway takes (gov.limits.json-body as configured, or a module's larger request limit). */
     restBody: number;
+    /** The setting(s) behind `restBody`, which the REST over-limit answers must name (default: any gov.limits.* setting). */
+    restBodySetting?: string;
     /** Largest RPC message the Connect, gRPC-Web and gRPC listeners take (their readMaxBytes). */
     message: number;
     /** The setting behind `message`, which every listener's over-limit answer must name (e.g. gov.limits.zip-upload). */
@@ -438,7 +440,8 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             const body = await bounded(answerMs, maxGrowth, async () =>
               expectErrorShape(await send(restUrl + path, { method: route.verb, body: big, headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted", "BBBBBBBBBB"),
             );
-            expect(body.message).toMatch(/limit of \d+ bytes \(gov\.limits\.[a-z-]+\)/);
+            expect(body.message).toMatch(/limit of \d+ bytes \(gov\.limits\.[a-z-]+/);
+            if (options.limits.restBodySetting) expect(body.message).toContain(`(${options.limits.restBodySetting})`);
           });
           it("a gzip bomb is refused before it is inflated past the limit", async () => {
             const { gzipSync } = await import("node:zlib");
@@ -448,6 +451,7 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
               expectErrorShape(await send(restUrl + path, { method: route.verb, body: bomb, headers: { "content-type": "text/plain", "content-encoding": "gzip" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted"),
             );
             expect(body.message).toMatch(/gov\.limits\./);
+            if (options.limits.restBodySetting) expect(body.message).toContain(`(${options.limits.restBodySetting})`);
           });
           it("a body that trickles in is cut with 408 deadline_exceeded after the request timeout", async () => {
             const { restUrl } = options.target();
