@@ -97,7 +97,10 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       }
       // An admin may reset anyone's password; everyone else (and an admin changing their own) proves the old one.
       const needsOld = !caller || !caller.admin || caller.username === req.username;
-      if (needsOld && (req.oldPassword === "" || !(await verifyPassword(req.oldPassword, user)))) {
+      if (needsOld && req.oldPassword === "") {
+        throw new ConnectError("oldPassword is missing: send the current password with the new one ({oldPassword, newPassword}); only an admin may reset another user's password without it", Code.InvalidArgument);
+      }
+      if (needsOld && !(await verifyPassword(req.oldPassword, user))) {
         throw new ConnectError("oldPassword is wrong: send the current password to change it", Code.PermissionDenied);
       }
       // sessions issued before the change end (a stolen token or password stops working)

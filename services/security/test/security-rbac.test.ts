@@ -365,6 +365,9 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       const frank = (await p.login("frank", "frank-pass")).accessToken;
       const gina = (await p.login("gina", "gina-pass")).accessToken;
       expect((await p.rest("PATCH", "/v1/users/frank/password", { token: frank, body: { oldPassword: "bad", newPassword: "frank-2" } })).status).toBe(403);
+      // a missing old password is a malformed request (400), not a wrong one
+      const missing = await p.rest("PATCH", "/v1/users/frank/password", { token: frank, body: { newPassword: "frank-2" } });
+      expect([missing.status, missing.body.code, missing.body.message]).toEqual([400, "invalid_argument", expect.stringContaining("oldPassword is missing")]);
       expect((await p.rest("PATCH", "/v1/users/frank/password", { token: frank, body: { oldPassword: "frank-pass", newPassword: "frank-2" } })).body).toBe(true);
       // the change ended frank's session, the one that made it included: he logs in again
       const frank2 = (await p.login("frank", "frank-2")).accessToken;
