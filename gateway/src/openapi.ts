@@ -279,7 +279,7 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
       summary: summary ?? route.method.name,
       description: description ? `${description}\n\n${rpc}` : rpc,
       parameters: [
-        ...route.pathFields.map((f) => b.documented({ name: f.name, in: "path", required: true, schema: b.field(f) }, b.fieldDoc(f))),
+        ...route.pathFields.map((f) => b.documented({ name: f.jsonName, in: "path", required: true, schema: b.field(f) }, b.fieldDoc(f))),
         ...query.map((f) => b.documented({ name: f.jsonName, in: "query", required: false, schema: b.field(f) }, b.fieldDoc(f))),
         ...conditional,
         ...resume,
@@ -293,7 +293,7 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
         ...errors,
       },
     };
-    (paths[route.template] ??= {})[route.httpMethod.toLowerCase()] = op;
+    (paths[route.documentedPath] ??= {})[route.httpMethod.toLowerCase()] = op;
   }
   const codes = Object.values(Code)
     .filter((c): c is Code => typeof c === "number")

@@ -9,12 +9,12 @@ import { createTestGateway, type TestGateway } from "./harness.js";
 // The seed's config endpoints, exactly (method, path).
 const SEED = [
   ["GET", "/v1/namespaces/{namespace}/configs"],
-  ["PUT", "/v1/namespaces/{namespace}/configs/{config_id}"],
-  ["DELETE", "/v1/namespaces/{namespace}/configs/{config_id}"],
-  ["GET", "/v1/namespaces/{namespace}/configs/{config_id}"],
-  ["PUT", "/v1/namespaces/{namespace}/configs/{config_id}/to/{target_version}"],
-  ["GET", "/v1/namespaces/{namespace}/configs/{config_id}/versions"],
-  ["GET", "/v1/namespaces/{namespace}/configs/{config_id}/versions/{version}"],
+  ["PUT", "/v1/namespaces/{namespace}/configs/{configId}"],
+  ["DELETE", "/v1/namespaces/{namespace}/configs/{configId}"],
+  ["GET", "/v1/namespaces/{namespace}/configs/{configId}"],
+  ["PUT", "/v1/namespaces/{namespace}/configs/{configId}/to/{targetVersion}"],
+  ["GET", "/v1/namespaces/{namespace}/configs/{configId}/versions"],
+  ["GET", "/v1/namespaces/{namespace}/configs/{configId}/versions/{version}"],
   ["POST", "/v1/namespaces/{namespace}/configs"],
   ["GET", "/v1/namespaces/{namespace}/configs/export"],
 ];
@@ -34,7 +34,7 @@ type Operation = {
   responses: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema: unknown }>; headers?: Record<string, unknown> }>;
 };
 const operations = (doc: Doc) => Object.values(doc.paths).flatMap((p) => Object.values(p));
-const CONFIG = "/v1/namespaces/{namespace}/configs/{config_id}";
+const CONFIG = "/v1/namespaces/{namespace}/configs/{configId}";
 
 describe("the REST surface derives from the proto", () => {
   let gw: TestGateway;
@@ -49,7 +49,7 @@ describe("the REST surface derives from the proto", () => {
 
   it("every seed config endpoint is an annotated RPC; reads are NO_SIDE_EFFECTS", () => {
     const routes = restRoutesOf([ConfigService]);
-    const pairs = routes.map((r) => [r.httpMethod, r.template]);
+    const pairs = routes.map((r) => [r.httpMethod, r.documentedPath]);
     for (const e of SEED) expect(pairs).toContainEqual(e);
     for (const r of routes) expect([r.method.name, r.readOnly]).toEqual([r.method.name, r.httpMethod === "GET"]);
   });
@@ -128,7 +128,7 @@ describe("the REST surface derives from the proto", () => {
     for (const op of operations(doc)) {
       const ns = op.parameters.find((p) => p.name === "namespace");
       expect(ns?.description, op.operationId).toMatch(/hash tag.*\{dev\}/s);
-      const id = op.parameters.find((p) => p.name === "config_id");
+      const id = op.parameters.find((p) => p.name === "configId");
       if (id) expect(id.description, op.operationId).toContain("%2F");
     }
   });
@@ -186,6 +186,6 @@ describe("the REST surface derives from the proto", () => {
     expect(spec.json().paths["/v1/namespaces/{namespace}/configs/export"]).toBeDefined();
     // rendering the docs leaves /openapi.json as it was ($refs kept, for client generators)
     const again = (await gw.app.inject({ method: "GET", url: "/openapi.json" })).json();
-    expect(again.paths["/v1/namespaces/{namespace}/configs/{config_id}"].get.responses["404"]).toEqual({ $ref: "#/components/responses/NotFound" });
+    expect(again.paths["/v1/namespaces/{namespace}/configs/{configId}"].get.responses["404"]).toEqual({ $ref: "#/components/responses/NotFound" });
   });
 });

@@ -11,6 +11,11 @@ export interface RestRoute {
   template: string;
   /** The same path in Fastify syntax: /v1/namespaces/:namespace/configs/:config_id */
   fastifyPath: string;
+  /**
+   * The same path with its variables under their JSON names, as the seed and the OpenAPI document write it:
+   * /v1/namespaces/{namespace}/configs/{configId} (a generated client's parameters are named like every other field).
+   */
+  documentedPath: string;
   /** Request fields bound by path variables, in template order. */
   pathFields: DescField[];
   /** "*" (the whole body), a request field (the body is that field), or undefined (no body). */
@@ -43,12 +48,14 @@ export function restRoutesOf(services: DescService[]): RestRoute[] {
         pathFields.push(fieldOf(method, "input", name));
         return `:${name}`;
       });
+      let variable = 0;
       routes.push({
         service,
         method,
         httpMethod: rule.pattern.case.toUpperCase() as RestRoute["httpMethod"],
         template,
         fastifyPath,
+        documentedPath: template.replace(/\{[a-z_][a-z0-9_]*\}/g, () => `{${pathFields[variable++].jsonName}}`),
         pathFields,
         body: rule.body === "*" ? "*" : rule.body ? fieldOf(method, "input", rule.body) : undefined,
         responseField: rule.responseBody ? fieldOf(method, "output", rule.responseBody) : undefined,

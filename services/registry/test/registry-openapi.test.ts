@@ -15,16 +15,16 @@ import { testSources } from "./harness.js";
 // The seed's service endpoints, exactly (method, path), plus renew and the two watches.
 const SEED = [
   ["GET", "/v1/namespaces/{namespace}/services"],
-  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}"],
-  ["DELETE", "/v1/namespaces/{namespace}/services/{service_id}"],
-  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/instances"],
-  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances"],
-  ["DELETE", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}"],
-  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/metadata"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{serviceId}"],
+  ["DELETE", "/v1/namespaces/{namespace}/services/{serviceId}"],
+  ["GET", "/v1/namespaces/{namespace}/services/{serviceId}/instances"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{serviceId}/instances"],
+  ["DELETE", "/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}/metadata"],
   ["GET", "/v1/namespaces/{namespace}/services/stats"],
-  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/lb"],
-  ["PUT", "/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/renew"],
-  ["GET", "/v1/namespaces/{namespace}/services/{service_id}/instances/watch"],
+  ["GET", "/v1/namespaces/{namespace}/services/{serviceId}/lb"],
+  ["PUT", "/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}/renew"],
+  ["GET", "/v1/namespaces/{namespace}/services/{serviceId}/instances/watch"],
   ["GET", "/v1/namespaces/{namespace}/services/watch"],
 ];
 
@@ -51,7 +51,7 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
 
   it("every seed service endpoint is an annotated RPC; reads (and only reads) are NO_SIDE_EFFECTS", () => {
     const routes = restRoutesOf([RegistryService]);
-    expect(routes.map((r) => [r.httpMethod, r.template]).sort()).toEqual([...SEED].sort());
+    expect(routes.map((r) => [r.httpMethod, r.documentedPath]).sort()).toEqual([...SEED].sort());
     for (const r of routes) expect([r.method.name, r.readOnly]).toEqual([r.method.name, r.httpMethod === "GET"]);
   });
 
@@ -67,23 +67,23 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
     }
     const json = (path: string, method: string) => doc.paths[path][method].responses["200"].content!["application/json"].schema;
     expect(json("/v1/namespaces/{namespace}/services", "get")).toEqual({ type: "array", items: { type: "string" } });
-    expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances", "put")).toEqual({ type: "boolean" });
-    expect(json("/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}", "delete")).toEqual({ type: "boolean" });
-    expect(json("/v1/namespaces/{namespace}/services/{service_id}/lb", "get")).toEqual({ $ref: "#/components/schemas/Instance" });
+    expect(json("/v1/namespaces/{namespace}/services/{serviceId}/instances", "put")).toEqual({ type: "boolean" });
+    expect(json("/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}", "delete")).toEqual({ type: "boolean" });
+    expect(json("/v1/namespaces/{namespace}/services/{serviceId}/lb", "get")).toEqual({ $ref: "#/components/schemas/Instance" });
     // the events of a registry watch carry no content hash: the document must not promise one in `id:`
-    const watch = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{service_id}/instances/watch"].get;
+    const watch = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{serviceId}/instances/watch"].get;
     expect(watch.responses["200"].description).toMatch(/`id:` empty/);
-    const lb = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{service_id}/lb"].get;
+    const lb = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{serviceId}/lb"].get;
     expect(lb.responses["200"].description).not.toMatch(/after the change/);
     expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(
       ["instanceId", "serviceId", "schema", "host", "port", "weight", "isEphemeral", "ttlAt", "metadata", "isExpired"],
     );
     // The metadata PUT's body is the bare map, as JSON.
-    const metadata = doc.paths["/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}/metadata"].put.requestBody;
+    const metadata = doc.paths["/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}/metadata"].put.requestBody;
     expect(Object.keys(metadata!.content)).toEqual(["application/json"]);
     expect(metadata!.content["application/json"].schema).toMatchObject({ type: "object", additionalProperties: { type: "string" } });
     expect(metadata!.description).toMatch(/^The metadata itself, as JSON/);
-    const instanceId = doc.paths["/v1/namespaces/{namespace}/services/{service_id}/instances/{instance_id}"].delete.parameters.find((p) => p.name === "instance_id");
+    const instanceId = doc.paths["/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}"].delete.parameters.find((p) => p.name === "instanceId");
     expect(instanceId?.description).toContain("%23");
   });
 
