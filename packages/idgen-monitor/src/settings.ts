@@ -1,5 +1,5 @@
 import { idgenConfigFromSettings, InvalidSettingError, type IdGenConfig } from "@gov/idgen";
-import { envName, parseBoolean, parseEnum, SettingsError, type SettingDef, type SettingsSources } from "@gov/settings";
+import { parseBoolean, parseEnum, rawSetting, SettingsError, type SettingDef, type SettingsSources } from "@gov/settings";
 
 /** The endpoints the monitor can expose on the management listener (`management.endpoints.web.exposure.include`). */
 export const MONITOR_ENDPOINTS = ["health", "idgen", "idgenGenerator", "idgenStringGenerator"] as const;
@@ -75,9 +75,12 @@ function idgenSettingNames(): string[] {
  */
 export function idgenConfigFromSources(sources: SettingsSources, application: string): IdGenConfig {
   const flat: Record<string, string | undefined> = {};
+  const from = new Map<string, string>();
   for (const name of idgenSettingNames()) {
-    const value = sources.env[envName(name)] ?? sources.file[name];
-    if (value !== undefined) flat[name] = value;
+    const given = rawSetting(name, sources); // an empty IDGEN_… variable does not hide the file's value
+    if (given === undefined) continue;
+    flat[name] = given.raw;
+    from.set(name, given.from);
   }
   flat["idgen.namespace"] ??= application;
   try {
@@ -85,8 +88,7 @@ export function idgenConfigFromSources(sources: SettingsSources, application: st
   } catch (err) {
     // the library names the setting; the operator also needs to know where its value came from, as for gov.* ones
     if (!(err instanceof InvalidSettingError)) throw err;
-    const env = envName(err.setting);
-    const where = sources.env[env] !== undefined ? `environment variable ${env}` : sources.file[err.setting] !== undefined ? (sources.filePath ?? "the settings file") : undefined;
+    const where = from.get(err.setting);
     throw where ? new SettingsError(`${err.message} (from ${where})`) : err;
   }
 }

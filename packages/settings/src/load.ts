@@ -59,24 +59,34 @@ export function readSettingsSources(env: Record<string, string | undefined> = pr
 }
 
 /**
+ * The raw value of setting `name` and where it came from: its environment variable unless that is unset or empty, else
+ * the YAML file; undefined when neither gives one (the default applies). Every reader of settings goes through this,
+ * so an empty variable (`IDGEN_MACHINE_MACHINE_ID=`) never hides the file's value.
+ */
+export function rawSetting(name: string, sources: SettingsSources): { raw: string; from: string } | undefined {
+  const env = envName(name);
+  const fromEnv = sources.env[env];
+  if (fromEnv !== undefined && fromEnv !== "") return { raw: fromEnv, from: `environment variable ${env}` };
+  const fromFile = sources.file[name];
+  return fromFile === undefined ? undefined : { raw: fromFile, from: sources.filePath ?? "the settings file" };
+}
+
+/**
  * Resolves each setting: environment variable first, then the YAML file, then the default.
  * A value that does not parse stops startup with a message that names the setting and its source.
  */
 export function loadSettings<D extends Record<string, SettingDef>>(defs: D, sources: SettingsSources = readSettingsSources()): SettingValues<D> {
   const out: Record<string, unknown> = {};
   for (const [key, def] of Object.entries(defs)) {
-    const env = envName(def.name);
-    const fromEnv = sources.env[env];
-    const raw = fromEnv !== undefined && fromEnv !== "" ? fromEnv : sources.file[def.name];
-    if (raw === undefined) {
+    const given = rawSetting(def.name, sources);
+    if (given === undefined) {
       out[key] = def.default;
       continue;
     }
     try {
-      out[key] = def.parse(raw);
+      out[key] = def.parse(given.raw);
     } catch (err) {
-      const where = fromEnv !== undefined && fromEnv !== "" ? `environment variable ${env}` : (sources.filePath ?? "the settings file");
-      throw new SettingsError(`setting ${def.name} (from ${where}) is invalid: ${(err as Error).message}`);
+      throw new SettingsError(`setting ${def.name} (from ${given.from}) is invalid: ${(err as Error).message}`);
     }
   }
   return out as SettingValues<D>;
