@@ -1,5 +1,5 @@
 import { defaultInstanceId, IDGEN_LOGGER_NAME, SHARE, startIdGen, type IdGen, type IdGenLogger, type RedisClient } from "@gov/idgen";
-import { loadSettings, logLevelFromEnv, type SettingValues, type SettingsSources } from "@gov/settings";
+import { loadSettings, logLevelFromEnv, rawSetting, SettingsError, type SettingValues, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { managementAuthorizer, type AuthorizeManagement } from "./authorize.js";
@@ -53,6 +53,11 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
   // The library's lines go to the process's pino log, tagged `logger: "gov.idgen"`; IDGEN_LOG_LEVEL=debug shows
   // distribution, renewal and prefetch without raising the level of everything else.
   const level = logLevelFromEnv(o.sources.env, "IDGEN_LOG_LEVEL");
+  if (config.machine.enabled && config.machine.distributorType === "redis" && !o.redis) {
+    // the operator's words, not the library's: where the value came from, and what gives a process its Redis
+    const given = rawSetting("idgen.machine.distributor.type", o.sources);
+    throw new SettingsError(`setting idgen.machine.distributor.type${given ? ` (from ${given.from})` : ""} is invalid: redis needs the process's Redis: set REDIS_URL, or use manual (with idgen.machine.machine-id)`);
+  }
   const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);

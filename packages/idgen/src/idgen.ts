@@ -10,6 +10,7 @@ import type { SnowflakeLayout } from "./layout.js";
 import { defaultIdGenLogger, type IdGenLogger } from "./logger.js";
 import { defaultInstanceId } from "./machine/instance-id.js";
 import { MachineLease } from "./machine/lease.js";
+import { InvalidSettingError } from "./errors.js";
 import { fixedMachineId, type MachineIdSource } from "./machine/machine-id-source.js";
 import { redisMachineIdDistributor } from "./machine/redis-distributor.js";
 import type { RedisClient } from "./redis-script.js";
@@ -63,7 +64,7 @@ export async function startIdGen(config: IdGenConfig, opts: StartIdGenOptions = 
   if (machine.enabled) {
     const type = machine.distributorType ?? (opts.redis ? "redis" : "manual");
     if (type === "redis") {
-      if (!opts.redis) throw new Error("idgen.machine.distributor.type=redis needs a Redis client (pass { redis })");
+      if (!opts.redis) throw new InvalidSettingError("idgen.machine.distributor.type", "redis needs a Redis client: pass { redis } to startIdGen, or use manual (with idgen.machine.machine-id)");
       lease = await MachineLease.acquire({
         namespace,
         instanceId: machine.instanceId ?? defaultInstanceId({ port: machine.port }),

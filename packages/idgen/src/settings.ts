@@ -1,6 +1,7 @@
 import { parseDuration } from "./duration.js";
 import { InvalidSettingError } from "./errors.js";
 import { IDGEN_EPOCH } from "./layout.js";
+import { stopAfterMs } from "./machine/lease.js";
 
 export type ConverterType = "radix62" | "radix36" | "to-string" | "friendly";
 
@@ -130,8 +131,13 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
     // every id would need a negative timestamp: the generator would refuse each one
     throw new InvalidSettingError("idgen.snowflake.epoch", `${config.snowflake.epoch} (${new Date(Math.min(config.snowflake.epoch, 8.64e15)).toISOString()}) is in the future: give a past time in epoch milliseconds`);
   }
-  if (config.machine.guarder.delayMs >= safeGuardMs) {
-    throw new InvalidSettingError("idgen.machine.guarder.delay", `must be shorter than idgen.machine.guarder.safe-guard-duration (${safeGuardMs} ms)`);
+  // A lease with no successful renewal stops its generators stopAfterMs(T) after the last one: a first renewal (or a
+  // next one) planned later than that would stop every generator before it is even tried.
+  const stopAfter = stopAfterMs(safeGuardMs);
+  for (const [setting, ms] of [["idgen.machine.guarder.initial-delay", config.machine.guarder.initialDelayMs], ["idgen.machine.guarder.delay", config.machine.guarder.delayMs]] as const) {
+    if (config.machine.guarder.enabled && ms >= stopAfter) {
+      throw new InvalidSettingError(setting, `must be shorter than ${stopAfter} ms: without a renewal the generators stop that long after the last one (idgen.machine.guarder.safe-guard-duration ${safeGuardMs} ms, less min(10 s, a tenth))`);
+    }
   }
   return config;
 }

@@ -56,6 +56,11 @@ describe("idgenConfigFromSettings", () => {
       expect((err as Error).message).toContain(key);
     }
     expect(() => idgenConfigFromSettings({ "idgen.machine.guarder.delay": "10m" })).toThrow(/idgen.machine.guarder.delay/);
+    // a first (or next) renewal planned after the generators would stop without one: T − min(10 s, T/10) = 18 s here
+    const guard = { "idgen.machine.guarder.delay": "5s", "idgen.machine.guarder.safe-guard-duration": "20s" };
+    expect(() => idgenConfigFromSettings({ ...guard, "idgen.machine.guarder.initial-delay": "60s" })).toThrow(/idgen.machine.guarder.initial-delay.*must be shorter than 18000 ms/);
+    expect(() => idgenConfigFromSettings({ ...guard, "idgen.machine.guarder.delay": "19s", "idgen.machine.guarder.initial-delay": "1s" })).toThrow(/idgen.machine.guarder.delay.*must be shorter than 18000 ms/);
+    expect(idgenConfigFromSettings({ ...guard, "idgen.machine.guarder.initial-delay": "17s" }).machine.guarder.initialDelayMs).toBe(17_000);
     // yes/no and 1/0, as every other setting of the process takes them
     expect(idgenConfigFromSettings({ "idgen.segment.enabled": "yes" }).segment.enabled).toBe(true);
     expect(idgenConfigFromSettings({ "idgen.snowflake.enabled": "0", "idgen.segment.enabled": "1", "idgen.share": "segment" }).snowflake.enabled).toBe(false);
