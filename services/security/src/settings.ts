@@ -1,13 +1,27 @@
 import { parseBoolean, parseDuration, parseDurationBetween, parseEnum, parseInteger, type SettingDef } from "@gov/settings";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 import { namespaceSettings } from "@gov/namespaces";
+import { MAX_PASSWORD_BYTES } from "./passwords.js";
 
 /** Ports of the security service's own process. */
 export const SECURITY_PORTS = { port: 8095, grpcPort: 9095 };
 
 export type AuditSelection = "write" | "read" | "rw";
 
-const text = (raw: string) => raw.trim();
+/** The super user's name: a name the login path takes (not empty, at most 128 characters, no control characters). */
+function parseSuperUsername(raw: string): string {
+  const name = raw.trim();
+  if (name === "") throw new Error("must not be empty: give the super user a name, or remove the setting for the default (root)");
+  if (name.length > 128 || /[\u0000-\u001f\u007f]/.test(name)) throw new Error("must be at most 128 characters without control characters");
+  return name;
+}
+
+/** The super user's password as given: one a login can send (not empty, at most 1024 bytes). */
+function parseSuperPassword(raw: string): string {
+  if (raw === "") throw new Error("must not be empty: remove the setting to have a password generated and printed once");
+  if (Buffer.byteLength(raw) > MAX_PASSWORD_BYTES) throw new Error(`must be at most ${MAX_PASSWORD_BYTES} bytes`);
+  return raw;
+}
 
 function parseSecret(raw: string): string {
   if (raw.length < 32) throw new Error("must be at least 32 characters (HS256 needs a 256-bit key): generate one with `openssl rand -base64 48`");
@@ -26,10 +40,10 @@ export const securityModuleSettings = {
   } as SettingDef<boolean>,
   // the same setting as the namespace index's: users, roles, the audit log and the JWT key live beside it
   systemNamespace: namespaceSettings.systemNamespace,
-  superUsername: { name: "gov.super.username", parse: text, default: "root", doc: "name of the super user (cannot be locked or deleted; bypasses RBAC)" } as SettingDef<string>,
+  superUsername: { name: "gov.super.username", parse: parseSuperUsername, default: "root", doc: "name of the super user (cannot be locked or deleted; bypasses RBAC)" } as SettingDef<string>,
   superPassword: {
     name: "gov.super.password",
-    parse: (raw: string) => raw,
+    parse: parseSuperPassword,
     doc: "password of the super user (also `GOV_SUPER_PASSWORD`); unset = generated on first start and printed once",
   } as SettingDef<string>,
   superInit: { name: "gov.super.init", parse: parseBoolean, default: false, doc: "drives `gov.security.enforce-init-super-user`" } as SettingDef<boolean>,

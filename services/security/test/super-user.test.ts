@@ -1,4 +1,6 @@
+import { loadSettings } from "@gov/settings";
 import { describe, expect, it } from "vitest";
+import { securityModuleSettings } from "../src/settings.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
 import type { SecurityStore } from "../src/store/security-store.js";
 import { startSecure } from "./harness.js";
@@ -70,5 +72,13 @@ describe("a flood of logins", () => {
     } finally {
       await p.close();
     }
+  });
+
+  it("a super user no login could use is refused at startup, naming the setting: a blank name, an empty password", () => {
+    const load = (env: Record<string, string>, file: Record<string, string> = {}) => () => loadSettings(securityModuleSettings, { env, file, filePath: "/etc/gov.yaml" });
+    expect(load({ GOV_SUPER_USERNAME: "  " })).toThrow(/setting gov\.super\.username \(from environment variable GOV_SUPER_USERNAME\) is invalid: must not be empty/);
+    expect(load({}, { "gov.super.password": "" })).toThrow(/setting gov\.super\.password \(from \/etc\/gov\.yaml\) is invalid: must not be empty: remove the setting to have a password generated/);
+    expect(load({ GOV_SUPER_PASSWORD: "" }, {})().superPassword).toBeUndefined(); // an empty variable is unset: generated
+    expect(load({ GOV_SUPER_USERNAME: " admin " })().superUsername).toBe("admin");
   });
 });
