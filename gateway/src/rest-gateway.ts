@@ -4,6 +4,7 @@ import { buildGateway } from "./app.js";
 import { gatewaySettings } from "./settings.js";
 
 const { maxJsonBody, trustedProxies, sseHeartbeat, corsOrigins } = gatewaySettings;
+const restGatewaySettings = { maxJsonBody, trustedProxies, sseHeartbeat, corsOrigins };
 
 /**
  * The setting(s) that decide the body limit, as an over-limit answer names them: the larger of the gateway's own and
@@ -21,7 +22,7 @@ function bodyLimitSetting(jsonBody: number, modules: { maxRequestBytes: number; 
  * settings from the process's sources, body limits wide enough for every module behind it.
  */
 export const restGateway: GatewayBuilder = async ({ services, logger, sources, limits, connect }) => {
-  const settings = loadSettings({ maxJsonBody, trustedProxies, sseHeartbeat, corsOrigins }, sources);
+  const settings = loadSettings(restGatewaySettings, sources);
   return buildGateway({
     services,
     logger,
@@ -37,3 +38,5 @@ export const restGateway: GatewayBuilder = async ({ services, logger, sources, l
     connect,
   });
 };
+// read by the process runner before it opens anything, so that a bad one stops startup first
+restGateway.settings = restGatewaySettings;

@@ -6,7 +6,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transpor
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
 import { Counter } from "prom-client";
-import { loadSettings, parseBoolean, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
+import { loadSettings, parseBoolean, SettingsError, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
@@ -65,7 +65,8 @@ export interface GatewayBuild {
   /** The local services' Connect routes, to serve (Connect, gRPC-Web) on the gateway's port too. */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
-export type GatewayBuilder = (build: GatewayBuild) => Promise<FastifyInstance>;
+/** Builds the gateway; `settings`: the gateway's own settings, read (and a bad one refused) before anything is opened. */
+export type GatewayBuilder = ((build: GatewayBuild) => Promise<FastifyInstance>) & { settings?: Record<string, SettingDef> };
 
 export interface ProcessOptions {
   /** Logger name, e.g. "gov.gateway". */
@@ -148,7 +149,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     sources,
   );
 
-  // Every setting is read (and a bad one stops startup) before anything is opened.
+  // Every setting is read (and a bad one stops startup) before anything is opened: a store, the super user (whose
+  // generated password is shown once), a lease.
+  if (options.gateway?.settings) loadSettings(options.gateway.settings, sources);
   const planned = options.modules.map((module) => {
     const endpoint = loadSettings(endpointSettings(module.name, module.ports), sources);
     const own = loadSettings(module.settings, sources);
@@ -333,6 +336,14 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
 
   // Listening addresses: the gateway's (PORT, HOST, gov.grpc.port), or the first local module's own endpoint.
   const own = options.gateway ? undefined : localPlans[0].endpoint;
+  const ownPrefix = own ? `gov.${localPlans[0].module.name}-service` : undefined;
+  // The settings behind each listener, for a refusal that names the one to change (EADDRINUSE alone does not say which).
+  const listenerSettings = {
+    host: ownPrefix ? `${ownPrefix}.host` : "HOST",
+    port: ownPrefix ? `${ownPrefix}.port` : "PORT",
+    grpcPort: ownPrefix ? `${ownPrefix}.grpc-port` : "gov.grpc.port",
+    managementPort: processSettings.managementPort.name,
+  };
   const ports = {
     port: own ? own.port : settings.port,
     grpcPort: own ? own.grpcPort : settings.grpcPort,
@@ -389,9 +400,10 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     transportFor,
     async listen(overrides = {}) {
       const host = overrides.host ?? ports.host;
-      await http.listen({ port: overrides.port ?? ports.port, host });
-      if (grpc) await grpc.listen({ port: overrides.grpcPort ?? ports.grpcPort, host });
-      await management.listen({ port: overrides.managementPort ?? ports.managementPort, host });
+      const on = (app: FastifyInstance, port: number, portSetting: string) => listenNamingSettings(app, { host, port }, { host: listenerSettings.host, port: portSetting });
+      await on(http, overrides.port ?? ports.port, listenerSettings.port);
+      if (grpc) await on(grpc, overrides.grpcPort ?? ports.grpcPort, listenerSettings.grpcPort);
+      await on(management, overrides.managementPort ?? ports.managementPort, listenerSettings.managementPort);
       readiness.watch(options.healthIntervalMs ?? 5000);
       const shown = host === "0.0.0.0" || host === "::" ? "localhost" : host;
       const urlOf = (app: FastifyInstance) => `http://${shown}:${(app.server.address() as { port: number }).port}`;
@@ -399,6 +411,26 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     },
     shutdown: () => (stopping ??= shutdown()),
   };
+}
+
+/**
+ * Listens, and when the address cannot be had says which setting to change: the port's (in use, or not allowed) or the
+ * host's (not an address of this machine, or no such name); Node's own words (`listen EADDRINUSE: address already in
+ * use 127.0.0.1:8080`) name neither, and a process has three listeners.
+ */
+async function listenNamingSettings(app: FastifyInstance, at: { host: string; port: number }, settings: { host: string; port: string }): Promise<void> {
+  try {
+    await app.listen(at);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const address = `${at.host}:${at.port}`;
+    if (code === "EADDRINUSE") throw new SettingsError(`setting ${settings.port} is invalid: port ${at.port} is in use on ${at.host} (another process listens there): stop it, or choose another port`);
+    if (code === "EACCES") throw new SettingsError(`setting ${settings.port} is invalid: this process may not listen on ${address} (ports below 1024 need privileges): choose a port above 1023`);
+    if (code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN") {
+      throw new SettingsError(`setting ${settings.host} is invalid: "${at.host.slice(0, 100)}" is neither an address of this machine nor a name of one: use 0.0.0.0 (every interface), 127.0.0.1, or one of its own addresses`);
+    }
+    throw err;
+  }
 }
 
 /**
