@@ -1,17 +1,17 @@
 /**
- * Keeps the README honest: every error class is documented, and every ```ts example runs against a real registry
- * (the all-in-one process on the embedded store) and prints what it should.
+ * Keeps the README honest: every error class is documented, and every ```ts example runs against a real registry with
+ * security on (config, registry and security modules behind the REST gateway and the security guard: `npm start` less
+ * the stats module, on the embedded store), with TOKEN the super user's access token, and prints what it should.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { createClient } from "@connectrpc/connect";
+import { Code, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { createMemoryRegistryStore } from "@gov/registry-service";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRegistryGateway, type RegistryGateway } from "../../../services/registry/test/harness.js";
+import { bearer, ROOT_PASSWORD, startSecure, type SecureProcess } from "../../../services/security/test/harness.js";
 import * as api from "../src/index.js";
 
 const readme = readFileSync(fileURLToPath(new URL("../README.md", import.meta.url)), "utf8");
@@ -28,19 +28,34 @@ describe("README", () => {
   });
 
   describe("examples run", () => {
-    let gateway: RegistryGateway;
+    let gateway: SecureProcess;
     let urls: { url: string; grpcUrl: string };
     let dir: string;
+    let token: string;
+    const tokenBefore = process.env.TOKEN;
     // A plain name, as a service would configure it: the client sends it as {name}.
     const plain = `readme${process.pid}x${Date.now().toString(36)}`;
     beforeAll(async () => {
-      gateway = await createRegistryGateway(createMemoryRegistryStore());
-      urls = await gateway.listen();
+      gateway = await startSecure({ name: "embedded" });
+      urls = { url: gateway.url, grpcUrl: gateway.grpcUrl };
+      ({ accessToken: token } = await gateway.login("root", ROOT_PASSWORD));
+      process.env.TOKEN = token; // what the examples read, as after the root README's login
       dir = mkdtempSync(join(tmpdir(), "registry-client-readme-"));
     });
     afterAll(async () => {
+      if (tokenBefore === undefined) delete process.env.TOKEN;
+      else process.env.TOKEN = tokenBefore;
       await gateway?.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (dir) rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("the registry the examples run against has security on: without accessToken a call is unauthenticated", async () => {
+      const anonymous = api.createRegistryClient({ baseUrl: urls.url, namespace: plain, serviceId: "checkout", callTimeoutMs: 2000 });
+      try {
+        await expect(anonymous.instances("order")).rejects.toMatchObject({ code: Code.Unauthenticated });
+      } finally {
+        await anonymous.close();
+      }
     });
 
     it("the README has an example of registering, of keepalive, of discovery and of a transport", () => {
@@ -57,7 +72,7 @@ describe("README", () => {
       it(`example ${i + 1} runs and prints what it should`, async () => {
         if (i === 2) {
           // The instance the discovery example finds (example 1 deregistered its own on close).
-          const remote = createClient(RegistryService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1" }));
+          const remote = createClient(RegistryService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1", interceptors: [bearer(token)] }));
           await remote.registerInstance({ namespace: `{${plain}}`, serviceId: "order", schema: "http", host: "10.0.0.2", port: 8080, metadata: { zone: "b" } });
         }
         const logs: string[] = [];
