@@ -9,12 +9,13 @@
  * instance (MEMORY USAGE of the service's keys, plus its share of the service index), and list-instances of a
  * 1,000-instance service: p99 one call at a time (target < 20 ms) and under -c32.
  *
- * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 3) size the hot part (about 2 minutes), BENCH_PART=hot|scale
+ * BENCH_SECONDS (default 3) and BENCH_ROUNDS (default 3) size the hot part (about 3 minutes: every round starts its
+ * servers afresh), BENCH_PART=hot|scale
  * runs one part, BENCH_PROFILE=<dir> runs the gateways with `node --cpu-prof` (profiles written there).
  */
 import { Redis } from "ioredis";
 import { startRedis } from "@gov/testkit";
-import { fmt, load, measureRounds, pairRatiosCell, startServer, stop, type Row } from "./fixtures/http-bench.js";
+import { fmt, load, measureRounds, mergeRounds, pairRatiosCell, startServer, stop, type Row } from "./fixtures/http-bench.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -37,69 +38,84 @@ async function registerTen(url: string): Promise<void> {
   }
 }
 
-async function hotPart() {
+type HotRow = Row;
+
+/**
+ * One round on fresh processes: a Redis, the gateway on each store, the bare baselines; warmed up, every row measured
+ * once next to its baseline, all stopped. Two processes of one build read /lb 0.52× and 0.85× the same bare route here
+ * (how the JIT and heap settled, where the scheduler put them beside wrk), so one process per kind decides nothing.
+ */
+async function hotRound(round: number) {
   const redis = await startRedis();
+  const servers: Awaited<ReturnType<typeof startServer>>[] = [];
   try {
     const embedded = await startServer("apps/main.ts", { REDIS_URL: "" }, PROFILE_DIR);
+    servers.push(embedded);
     const onRedis = await startServer("apps/main.ts", { REDIS_URL: redis.url }, PROFILE_DIR);
+    servers.push(onRedis);
     await registerTen(embedded.url);
     await registerTen(onRedis.url);
     // The GET baselines answer exactly the JSON the real GETs answer.
     const listBody = await (await fetch(`${services(embedded.url)}/order/instances`)).text();
     const lbBody = await (await fetch(`${services(embedded.url)}/order/lb`)).text();
     const bare = await startServer("bench/fixtures/bare-registry.ts", { BENCH_LIST_BODY: listBody, BENCH_LB_BODY: lbBody, REDIS_URL: redis.url });
-    const servers = [bare, embedded, onRedis];
-    try {
-      const get = { script: "wrk-registry.lua" };
-      const register = { script: "wrk-registry.lua", env: { BENCH_MODE: "REGISTER", BENCH_SERVICE: "reg", BENCH_SPREAD: "1000", BENCH_TTL: TTL } };
-      const renew = { script: "wrk-registry.lua", env: { BENCH_MODE: "RENEW", BENCH_SERVICE: "reg", BENCH_SPREAD: "1000" } };
-      const [b, e, r, rs] = [bare.pid, embedded.pid, onRedis.pid, redis.pid!];
-      const bareGet = "bare Fastify route (same JSON)";
-      const bareWrite = "bare Fastify route (HSET + PEXPIRE)";
-      const rows: Row[] = [];
-      for (const [group, path] of [["list-instances (10)", "order/instances"], ["/lb (10)", "order/lb"]] as const) {
-        rows.push(
-          { group, name: bareGet, url: `${services(bare.url)}/${path}`, load: { ...get, pids: [b] }, baseline: bareGet },
-          { group, name: "gateway, embedded store", url: `${services(embedded.url)}/${path}`, load: { ...get, pids: [e] }, baseline: bareGet },
-          { group, name: "gateway, redis store", url: `${services(onRedis.url)}/${path}`, load: { ...get, pids: [r, rs] }, baseline: bareGet },
-        );
-      }
-      for (const [group, how] of [["register", register], ["renew", renew]] as const) {
-        rows.push(
-          { group, name: bareWrite, url: `${services(bare.url)}/reg/instances`, load: { ...how, pids: [b, rs] }, baseline: bareWrite },
-          { group, name: "gateway, redis store", url: `${services(onRedis.url)}/reg/instances`, load: { ...how, pids: [r, rs] }, baseline: bareWrite },
-        );
-      }
-      // warm-up (JIT, caches) and the 1,000 instances the renewals need
-      for (const row of rows) await load(row.url, { ...row.load, seconds: 2 });
-      const results = await measureRounds(rows, ROUNDS, SECONDS);
-
-      console.log(`REST registry benchmark: wrk -t1 -c32, ${ROUNDS} rounds of ${SECONDS} s per row, each next to its bare route (medians;`);
-      console.log("ratio = median of the pairs' ratios). CPU/req = CPU time per request of the server, plus Redis's where it is");
-      console.log("used (server + Redis); CPU ratio = bare's CPU/req over this row's (steadier than req/s on a shared host). Register cycles through 1,000");
-      console.log("instances (each a full re-registration), renew through the same 1,000.\n");
-      console.log("| request | server | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
-      console.log("|---|---|---|---|---|---|---|---|");
-      for (const x of results) {
-        console.log(`| ${x.group} | ${x.name} | ${fmt(x.rps)} | ${x.p99.toFixed(1)} ms | ${x.ratio.toFixed(2)} | ${x.cpu.toFixed(0)} µs${x.cpuParts.length > 1 ? ` (${x.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""} | ${x.cpuRatio.toFixed(2)} | ${pairRatiosCell(x.pairRatios)} |`);
-      }
-      const ratio = (group: string, name: string) => results.find((x) => x.group === group && x.name === name)!.ratio;
-      const verdicts: [string, boolean][] = [
-        ["list-instances, embedded ≥ 0.7× bare", ratio("list-instances (10)", "gateway, embedded store") >= 0.7],
-        ["/lb, embedded ≥ 0.7× bare", ratio("/lb (10)", "gateway, embedded store") >= 0.7],
-        ["list-instances, Redis ≥ 0.6× bare", ratio("list-instances (10)", "gateway, redis store") >= 0.6],
-        ["/lb, Redis ≥ 0.6× bare", ratio("/lb (10)", "gateway, redis store") >= 0.6],
-        ["register, Redis ≥ 0.8× bare HSET + PEXPIRE", ratio("register", "gateway, redis store") >= 0.8],
-        ["renew, Redis ≥ 0.8× bare HSET + PEXPIRE", ratio("renew", "gateway, redis store") >= 0.8],
-      ];
-      console.log("");
-      for (const [what, ok] of verdicts) console.log(`${ok ? "met   " : "MISSED"}  ${what}`);
-    } finally {
-      await Promise.all(servers.map(stop));
+    servers.push(bare);
+    const get = { script: "wrk-registry.lua" };
+    const register = { script: "wrk-registry.lua", env: { BENCH_MODE: "REGISTER", BENCH_SERVICE: "reg", BENCH_SPREAD: "1000", BENCH_TTL: TTL } };
+    const renew = { script: "wrk-registry.lua", env: { BENCH_MODE: "RENEW", BENCH_SERVICE: "reg", BENCH_SPREAD: "1000" } };
+    const [b, e, r, rs] = [bare.pid, embedded.pid, onRedis.pid, redis.pid!];
+    const rows: HotRow[] = [];
+    for (const [group, path] of [["list-instances (10)", "order/instances"], ["/lb (10)", "order/lb"]] as const) {
+      rows.push(
+        { group, name: BARE_GET, url: `${services(bare.url)}/${path}`, load: { ...get, pids: [b] }, baseline: BARE_GET },
+        { group, name: "gateway, embedded store", url: `${services(embedded.url)}/${path}`, load: { ...get, pids: [e] }, baseline: BARE_GET },
+        { group, name: "gateway, redis store", url: `${services(onRedis.url)}/${path}`, load: { ...get, pids: [r, rs] }, baseline: BARE_GET },
+      );
     }
+    for (const [group, how] of [["register", register], ["renew", renew]] as const) {
+      rows.push(
+        { group, name: BARE_WRITE, url: `${services(bare.url)}/reg/instances`, load: { ...how, pids: [b, rs] }, baseline: BARE_WRITE },
+        { group, name: "gateway, redis store", url: `${services(onRedis.url)}/reg/instances`, load: { ...how, pids: [r, rs] }, baseline: BARE_WRITE },
+      );
+    }
+    // warm-up (JIT, caches) and the 1,000 instances the renewals need
+    for (const row of rows) await load(row.url, { ...row.load, seconds: 2 });
+    return await measureRounds(rows, 1, SECONDS, round);
   } finally {
+    await Promise.all(servers.map(stop));
     await redis.stop();
   }
+}
+
+const BARE_GET = "bare Fastify route (same JSON)";
+const BARE_WRITE = "bare Fastify route (HSET + PEXPIRE)";
+
+async function hotPart() {
+  const perRound = [];
+  for (let round = 0; round < ROUNDS; round++) perRound.push(await hotRound(round));
+  const results = mergeRounds(perRound);
+
+  console.log(`REST registry benchmark: wrk -t1 -c32, ${ROUNDS} rounds, each on freshly started servers (a Redis, the gateway on each store,`);
+  console.log(`the bare routes), of ${SECONDS} s per row next to its bare route (medians; ratio = median of the pairs' ratios). CPU/req = CPU`);
+  console.log("time per request of the server, plus Redis's where it is used (server + Redis); CPU ratio = bare's CPU/req over this row's");
+  console.log("(steadier than req/s on a shared host). Register cycles through 1,000 instances (each a full re-registration), renew");
+  console.log("through the same 1,000.\n");
+  console.log("| request | server | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const x of results) {
+    console.log(`| ${x.group} | ${x.name} | ${fmt(x.rps)} | ${x.p99.toFixed(1)} ms | ${x.ratio.toFixed(2)} | ${x.cpu.toFixed(0)} µs${x.cpuParts.length > 1 ? ` (${x.cpuParts.map((c) => c.toFixed(0)).join(" + ")})` : ""} | ${x.cpuRatio.toFixed(2)} | ${pairRatiosCell(x.pairRatios)} |`);
+  }
+  const ratio = (group: string, name: string) => results.find((x) => x.group === group && x.name === name)!.ratio;
+  const verdicts: [string, boolean][] = [
+    ["list-instances, embedded ≥ 0.7× bare", ratio("list-instances (10)", "gateway, embedded store") >= 0.7],
+    ["/lb, embedded ≥ 0.7× bare", ratio("/lb (10)", "gateway, embedded store") >= 0.7],
+    ["list-instances, Redis ≥ 0.6× bare", ratio("list-instances (10)", "gateway, redis store") >= 0.6],
+    ["/lb, Redis ≥ 0.6× bare", ratio("/lb (10)", "gateway, redis store") >= 0.6],
+    ["register, Redis ≥ 0.8× bare HSET + PEXPIRE", ratio("register", "gateway, redis store") >= 0.8],
+    ["renew, Redis ≥ 0.8× bare HSET + PEXPIRE", ratio("renew", "gateway, redis store") >= 0.8],
+  ];
+  console.log("");
+  for (const [what, ok] of verdicts) console.log(`${ok ? "met   " : "MISSED"}  ${what}`);
 }
 
 /** Redis memory of one service's instances (its three keys) and its share of the namespace's service index. */

@@ -15,7 +15,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { startRedis } from "@gov/testkit";
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
 
 const PASSWORD = "bench-root-password";
 /** The production build (`npm run build` first) when present, as it runs in production; else the sources through tsx. */
@@ -114,28 +114,10 @@ async function measureRound(round: number): Promise<Results> {
   }
 }
 
-/** The rounds' results as one: medians over the rounds, every pair's ratio kept. */
-function merged(rounds: Results[]): Results {
-  return rounds[0].map((first, i) => {
-    const all = rounds.map((r) => r[i]);
-    const med = (pick: (r: Results[number]) => number) => median(all.map(pick));
-    return {
-      ...first,
-      rps: med((r) => r.rps),
-      p99: med((r) => r.p99),
-      ratio: med((r) => r.ratio),
-      cpu: med((r) => r.cpu),
-      cpuParts: first.cpuParts.map((_, k) => med((r) => r.cpuParts[k])),
-      cpuRatio: med((r) => r.cpuRatio),
-      pairRatios: all.flatMap((r) => r.pairRatios),
-    };
-  });
-}
-
 async function main() {
   const perRound: Results[] = [];
   for (let round = 0; round < ROUNDS; round++) perRound.push(await measureRound(round));
-  const results = merged(perRound);
+  const results = mergeRounds(perRound);
   const login = await loginCost();
 
   console.log(`Servers run from ${DIST ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
