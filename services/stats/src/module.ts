@@ -43,7 +43,7 @@ export function createStatsModule(options: StatsModuleOptions = {}): ServiceModu
       const stores = options.stores ?? (await sharedStatsStores(ctx));
       const impl = createStatsService({ stats: stores.stats, topology: stores.topology, namespaces: stores.namespaces, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
       const impls: LocalService[] = [{ service: StatsService, impl }];
-      impls.push(await namespaceServiceFor(ctx, settings));
+      impls.push(await namespaceServiceFor(ctx, settings, stores.stats));
       return workerInstance(ctx, settings, stores, options, impls);
     },
   };

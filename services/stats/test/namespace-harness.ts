@@ -9,6 +9,7 @@ import { createRegistryModule } from "@gov/registry-service";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
 import { createStatsModule } from "../src/module.js";
+import type { WorkerTiming } from "../src/worker/run-worker.js";
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
@@ -33,13 +34,13 @@ export interface NamespaceProcess {
 }
 
 /**
- * The modules of `npm start` (config, registry, stats — without its worker) behind the REST gateway, as `buildProcess`
+ * The modules of `npm start` (config, registry, stats — without its worker unless `worker` times it) behind the REST gateway, as `buildProcess`
  * builds them: one store and one namespace index per process, shared by the modules through `ModuleContext.shared`.
  */
-export async function createNamespaceProcess(env: Record<string, string> = {}, system = freshSystem()): Promise<NamespaceProcess> {
+export async function createNamespaceProcess(env: Record<string, string> = {}, system = freshSystem(), worker: WorkerTiming | false = false): Promise<NamespaceProcess> {
   const proc = await buildProcess({
     name: "test-namespaces",
-    modules: [createConfigModule(), createRegistryModule(), createStatsModule({ worker: false })],
+    modules: [createConfigModule(), createRegistryModule(), createStatsModule({ worker })],
     gateway: restGateway,
     sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "3s", GOV_NAMESPACE_SYSTEM: system, ...env } },
     logger,

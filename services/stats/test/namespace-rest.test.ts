@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNamespaceProcess, namespaceTargets, ns, seg, type NamespaceProcess } from "./namespace-harness.js";
+import { createNamespaceProcess, freshSystem, namespaceTargets, ns, seg, type NamespaceProcess } from "./namespace-harness.js";
+import { FAST } from "./stats-harness.js";
 
 const NS = "/v1/namespaces";
 
@@ -133,6 +134,29 @@ for (const target of namespaceTargets()) {
       const res = await req("DELETE", `${NS}/${seg(n)}?force=maybe`);
       expect(res.status).toBe(400);
       expect((await req("GET", `${NS}/${seg(n)}/configs/a`)).status).toBe(200);
+    });
+  });
+}
+
+for (const target of namespaceTargets()) {
+  describe.skipIf(target.skip)(`a deleted namespace's stat on the ${target.name} store`, () => {
+    let p: NamespaceProcess;
+    beforeAll(async () => {
+      p = await createNamespaceProcess(target.env, freshSystem(), FAST); // the statistics job runs every 300 ms
+    });
+    afterAll(async () => p?.close());
+    const req = (method: string, url: string, payload?: string) =>
+      p.proc.http.inject({ method: method as "GET", url, ...(payload === undefined ? {} : { payload, headers: { "content-type": "text/plain" } }) });
+    const zeros = { namespaces: 0, services: { total: 0, health: 0 }, instances: 0, configs: 0 };
+
+    it("reads zeros as soon as a forced delete answers, not a period later; so does the namespace created again", async () => {
+      const n = ns("st");
+      expect((await req("PUT", `${NS}/${seg(n)}/configs/a`, "x")).statusCode).toBe(200);
+      await expect.poll(async () => (await req("GET", `${NS}/${seg(n)}/stat`)).json().configs, { timeout: 10_000, interval: 50 }).toBe(1);
+      expect((await req("DELETE", `${NS}/${seg(n)}?force=true`)).json()).toBe(true);
+      expect((await req("GET", `${NS}/${seg(n)}/stat`)).json()).toEqual(zeros);
+      expect((await req("PUT", `${NS}/${seg(n)}`)).json()).toBe(true);
+      expect((await req("GET", `${NS}/${seg(n)}/stat`)).json()).toEqual(zeros);
     });
   });
 }

@@ -5,6 +5,7 @@ import type { NamespaceIndex } from "@gov/namespaces";
 import type { RegistryStore, TopologyStore } from "@gov/registry-service";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { callerOf, readableNamespaces } from "@gov/security-service";
+import type { StatsStore } from "../stats/stats-store.js";
 
 export interface NamespaceServiceDeps {
   index: Omit<NamespaceIndex, "close">;
@@ -12,6 +13,8 @@ export interface NamespaceServiceDeps {
   registry: Pick<RegistryStore, "countServices" | "deleteNamespace">;
   /** The namespace's topology edges go with it. */
   topology?: Pick<TopologyStore, "prune">;
+  /** And its counts: a deleted namespace's stat reads zeros at once (the next statistics pass would drop them too). */
+  stats?: Pick<StatsStore, "forget">;
   namespaceRule: NamespaceRule;
 }
 
@@ -91,6 +94,7 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
         throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
       }
       await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
+      await deps.stats?.forget(ns);
       return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
     },
   };

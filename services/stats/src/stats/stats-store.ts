@@ -22,6 +22,8 @@ export interface StatsStore {
    * namespace never counted). Returns how many were dropped.
    */
   retain(keep: readonly string[]): Promise<number>;
+  /** Drops the counts of a namespace deleted just now, so that its stat reads zeros at once, not after the next pass. */
+  forget(namespace: string): Promise<void>;
   /** The namespace's counts, or undefined when no pass has counted it yet. */
   read(namespace: string): Promise<NamespaceStat | undefined>;
   /** Epoch ms at which the last pass started, by whichever worker. */
@@ -47,6 +49,9 @@ export function createMemoryStatsStore(): StatsStore {
       let n = 0;
       for (const ns of stats.keys()) if (!kept.has(ns) && stats.delete(ns)) n++;
       return n;
+    },
+    async forget(ns) {
+      stats.delete(ns);
     },
     lastPassAt: async () => last,
     async setLastPassAt(at) {
@@ -81,6 +86,9 @@ export function createRedisStatsStore(client: RedisClient, systemNamespace: stri
       // each stat key lives in its own namespace's slot: one DEL per key, pipelined
       await call(() => Promise.all([...gone.map((ns) => client.del(key(ns))), ...(gone.length ? [client.srem(indexKey, ...gone)] : [])]));
       return gone.length;
+    },
+    async forget(ns) {
+      await call(() => Promise.all([client.del(key(ns)), client.srem(indexKey, ns)]));
     },
     async read(ns) {
       const values = await call(() => client.hmget(key(ns), ...FIELDS));
