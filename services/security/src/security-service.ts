@@ -135,6 +135,9 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     },
     async getRoleBindings(req) {
       checkName(req.roleName, "roleName");
+      if (req.roleName === ADMIN_ROLE) {
+        throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it has no bindings of its own, it grants rw on every namespace and the users, roles and audit endpoints; bind it to users with PATCH /v1/users/{username}/role`);
+      }
       const role = await store.getRole(req.roleName);
       if (!role) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
       return { bindings: role.bindings };

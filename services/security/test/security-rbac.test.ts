@@ -377,6 +377,8 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("GET", "/v1/users", { token: gina })).status).toBe(200); // admin role: users, roles, audit
       const admin = await p.rest("DELETE", "/v1/roles/admin", { token: root });
       expect([admin.status, admin.body.message]).toEqual([400, expect.stringContaining("reserved administrator role")]);
+      const adminBindings = await p.rest("GET", "/v1/roles/admin/bind", { token: root }); // not "does not exist": it does
+      expect([adminBindings.status, adminBindings.body.message]).toEqual([400, expect.stringContaining("reserved administrator role: it has no bindings of its own")]);
       // but not the super user's password: that would hand an admin the account that cannot be locked or removed
       const takeover = await p.rest("PATCH", "/v1/users/root/password", { token: gina, body: { newPassword: "hijacked-root" } });
       expect([takeover.status, takeover.body.message]).toEqual([403, expect.stringContaining("only the super user")]);
