@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, restStatusOf, routerRefusal, wrongMethodRefuser } from "@gov/service-kit";
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type Logger } from "@gov/service-kit";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -69,12 +69,13 @@ export function toRestError(err: unknown, limits: ErrorLimits = {}): RestError {
 const pathOf = (req: FastifyRequest) => excerpt(req.url.split("?")[0]);
 
 /**
- * Logs a failed answer once: bugs at error with the stack; expected outages (503, unknown outcome 504) at warn without
- * one (a stack of the Redis client's internals, once per request during an outage, would bury everything else).
+ * Logs a failed answer: bugs at error with the stack; expected outages (503, unknown outcome 504) at warn without one,
+ * the first answer of an outage whole and the rest counted (outageAnswers in @gov/service-kit): a line per request
+ * during an outage would bury everything else.
  */
 export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, what = "request failed"): void {
   if (rest.status === 503 || rest.status === 504) {
-    req.log.warn({ reqId: req.id, method: req.method, path: pathOf(req), code: rest.body.code }, rest.body.message);
+    outageAnswersOf(req.log as Logger).report(rest.body.code, { reqId: req.id, method: req.method, path: pathOf(req) }, rest.body.message);
   } else if (rest.status >= 500) {
     req.log.error({ err, reqId: req.id, method: req.method, path: pathOf(req) }, what);
   }

@@ -10,8 +10,9 @@ import { restGateway } from "../src/index.js";
 import { ns, seg, testSources } from "./harness.js";
 
 /**
- * An outage is expected: each answer it causes (503 unavailable, 504 deadline_exceeded for a write whose outcome is
- * unknown) is logged once, at warn, without a stack, on every listener; only bugs are errors with stacks.
+ * An outage is expected: the answers it causes (503 unavailable, 504 deadline_exceeded for a write whose outcome is
+ * unknown) are logged at warn, without a stack — the first of an episode whole, on the REST gateway and on the RPC
+ * listeners each, the rest counted and summed up when they stop; only bugs are errors with stacks.
  */
 const COMMAND_TIMEOUT_MS = 500;
 
@@ -50,28 +51,36 @@ describe.skipIf(inject("redisSkipReason"))("outage answers in the log", () => {
     { name: "gRPC (h2c)", client: createClient(ConfigService, createGrpcTransport({ baseUrl: urls.grpcUrl! })) },
   ];
 
-  it("503 unavailable (Redis stopped): REST, Connect and gRPC each log the answer once, at warn, without a stack", async () => {
+  it("503 unavailable (Redis stopped): the first answer on REST and on the RPC listeners at warn, without a stack; the rest counted, and summed up once they stop", async () => {
     const n = ns("down");
     await redis.stop();
     try {
-      const rest = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`);
-      expect(rest.status).toBe(503);
-      await rest.text();
-      expectOneWarningWithoutStack("unavailable");
-      expect(problems()[0]).toMatchObject({ method: "GET", path: `/v1/namespaces/${seg(n)}/configs/a.yaml` });
-
-      for (const { name, client } of clients()) {
-        lines.splice(0);
-        await expect(client.getConfig({ namespace: n, configId: "a.yaml" }), name).rejects.toMatchObject({ code: 14 });
-        expectOneWarningWithoutStack("unavailable");
-        expect(problems()[0]).toMatchObject({ rpc: "gov.config.v1.ConfigService/GetConfig" });
+      for (let i = 0; i < 3; i++) {
+        const rest = await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`);
+        expect(rest.status).toBe(503);
+        await rest.text();
       }
+      expectOneWarningWithoutStack("unavailable"); // three answers, one line
+      expect(problems()[0]).toMatchObject({ method: "GET", path: `/v1/namespaces/${seg(n)}/configs/a.yaml`, outage: expect.stringContaining("further ones are counted") });
+
+      const [connect, grpc] = clients();
+      lines.splice(0);
+      await expect(connect.client.getConfig({ namespace: n, configId: "a.yaml" }), connect.name).rejects.toMatchObject({ code: 14 });
+      expectOneWarningWithoutStack("unavailable");
+      expect(problems()[0]).toMatchObject({ rpc: "gov.config.v1.ConfigService/GetConfig" });
+      lines.splice(0);
+      await expect(grpc.client.getConfig({ namespace: n, configId: "a.yaml" }), grpc.name).rejects.toMatchObject({ code: 14 });
+      expect(problems()).toEqual([]); // the same episode of the RPC listeners: counted
+      // no answer for OUTAGE_QUIET_MS: each episode ends with its count, at info
+      await expect
+        .poll(() => lines.filter((l) => l.level === 30 && String(l.msg).startsWith("outage answers ended")).map((l) => l.answers), { timeout: 15_000, interval: 100 })
+        .toEqual(expect.arrayContaining([3, 2]));
     } finally {
       await redis.start();
     }
   });
 
-  it("504 deadline_exceeded (a write on a paused Redis): REST, Connect and gRPC each log the answer once, at warn, without a stack", async () => {
+  it("504 deadline_exceeded (a write on a paused Redis): the first answer on REST and on the RPC listeners at warn, without a stack", async () => {
     const n = ns("paused");
     // Up again after the previous test: wait until the store answers.
     await expect.poll(async () => (await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", body: "v0" })).status, { timeout: 10_000, interval: 100 }).toBe(200);
@@ -87,6 +96,10 @@ describe.skipIf(inject("redisSkipReason"))("outage answers in the log", () => {
       for (const [i, { name, client }] of clients().entries()) {
         lines.splice(0);
         await expect(client.setConfig({ namespace: n, configId: "a.yaml", data: `v${i + 2}` }), name).rejects.toMatchObject({ code: 4 });
+        if (i > 0) {
+          expect(problems()).toEqual([]); // gRPC after Connect: the same episode of the RPC listeners
+          continue;
+        }
         expectOneWarningWithoutStack("deadline_exceeded");
         expect(problems()[0]).toMatchObject({ rpc: "gov.config.v1.ConfigService/SetConfig", msg: expect.stringMatching(/may or may not have been applied/) });
       }

@@ -1,6 +1,7 @@
 import { Code, ConnectError, type Interceptor, type StreamRequest, type UnaryRequest } from "@connectrpc/connect";
 import { codeToString } from "@connectrpc/connect/protocol-connect";
 import type { Logger } from "./logger.js";
+import { outageAnswersOf } from "./outage-answers.js";
 
 // Defined in @gov/redis (which raises them for outages and unanswered writes) so that this package can depend on it
 // without a cycle. WriteOutcomeUnknownError: a write that may or may not have been applied (→ deadline_exceeded, 504).
@@ -35,7 +36,7 @@ export function outageLogFields(err: unknown, expected = err instanceof StoreUna
 /** Connect aborts a call's signal with `deadline_exceeded` when its deadline passes. */
 const deadlinePassed = (signal: AbortSignal) => signal.aborted && signal.reason instanceof ConnectError && signal.reason.code === Code.DeadlineExceeded;
 
-/** The answer to a failed call; an outage answer (`unavailable`, `deadline_exceeded`) is logged once, at warn. */
+/** The answer to a failed call; outage answers (`unavailable`, `deadline_exceeded`) are logged per episode, see outageAnswers. */
 function answerFailure(err: unknown, req: UnaryRequest | StreamRequest, logger: Logger): ConnectError {
   // A deadline the client set has passed: its own choice, not an outage (a stream ends with it, whatever stopped it).
   const clientDeadline = deadlinePassed(req.signal);
@@ -43,8 +44,9 @@ function answerFailure(err: unknown, req: UnaryRequest | StreamRequest, logger: 
   const answer = toConnectError(err, logger);
   // An in-process call is answered to a caller in this process (the REST gateway), which logs what it answers itself.
   if (OUTAGE_CODES.has(answer.code) && !clientDeadline && !req.url.startsWith("in-process:")) {
-    // Expected while a store is down: one line per answer, no stack (it would only show the client library's internals).
-    logger.warn({ rpc: `${req.service.typeName}/${req.method.name}`, code: codeToString(answer.code) }, answer.rawMessage);
+    // Expected while a store is down: the first answer of the episode at warn, then counts (outage-answers.ts); no
+    // stack (it would only show the client library's internals).
+    outageAnswersOf(logger).report(codeToString(answer.code), { rpc: `${req.service.typeName}/${req.method.name}` }, answer.rawMessage);
   }
   return answer;
 }

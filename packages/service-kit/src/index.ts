@@ -1,6 +1,7 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
 export { perRecord } from "./per-record.js";
 export { StoreUnavailableError, WriteOutcomeUnknownError, errorInterceptor, outageLogFields, toConnectError } from "./errors.js";
+export { outageAnswers, outageAnswersOf, OUTAGE_QUIET_MS, OUTAGE_SUMMARY_MS, type OutageAnswers } from "./outage-answers.js";
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, serveConnect, withGrpcWireFixes, type ConnectRoutesOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
