@@ -54,9 +54,14 @@ describe("npm start (all-in-one process)", () => {
       const url = /listening on (http:\/\/\S+)/.exec(out)![1];
       expect(await (await fetch(`${url}/v1/namespaces/%7Bdemo%7D/configs/app.yaml`, { method: "PUT", body: "open" })).json()).toBe(true);
     } finally {
+      // Ctrl-C on `npm start`: the process gets SIGINT from the terminal and again from npm, moments apart; that is one
+      // request to stop, still graceful (the second used to kill it on the spot).
       const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-      child.kill("SIGTERM");
+      child.kill("SIGINT");
+      await expect.poll(() => out, { timeout: 5000, interval: 5 }).toContain("shutting down");
+      child.kill("SIGINT");
       expect(await exited).toBe(0);
+      expect(out).toMatch(/"msg":"stopped"/);
     }
   });
 

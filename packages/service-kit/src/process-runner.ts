@@ -470,7 +470,17 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   lines.push(...proc.notices);
   (process.stdout.isTTY ? process.stdout : process.stderr).write(`\n${lines.join("\n")}\n\n`);
 
-  const stop = (signal: string) => {
+  let stoppingSince: number | undefined;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stoppingSince !== undefined) {
+      // `npm start` passes on the signal its process group got too (Ctrl-C, `kill -- -pgid`): that copy is no request
+      // to hurry, and a second signal within a second of the first is taken for it.
+      if (Date.now() - stoppingSince < 1000) return;
+      // An impatient operator (or orchestrator): go now, but say so — the default handler exited without a word.
+      logger.warn({ signal }, `second signal (${signal}) while shutting down: exiting now; calls still in flight get no answer, so a write among them may or may not have been applied`);
+      process.exit(128 + (signal === "SIGINT" ? 2 : 15));
+    }
+    stoppingSince = Date.now();
     logger.info({ signal }, "shutting down: readiness DOWN, streams ending, in-flight calls finishing");
     proc.shutdown().then(
       () => {
@@ -483,8 +493,8 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
       },
     );
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
   return proc;
 }
 
