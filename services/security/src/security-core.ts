@@ -27,6 +27,12 @@ const unauthenticated = (message: string) => new ConnectError(message, Code.Unau
 /** How often, and how far apart, restoring the token key and the super user after a reconnect is tried. */
 const RESTORE_ATTEMPTS = 30;
 const RESTORE_PAUSE_MS = 1000;
+/**
+ * How often a process on Redis checks, besides at every reconnect, that the store still has the token key and the super
+ * user: a store emptied without a reconnect (`FLUSHALL`, a restore of an old snapshot) sends no resync, and left root
+ * locked out and the replicas signing with different keys until a restart.
+ */
+const LOSS_CHECK_MS = 10_000;
 
 /** Verified tokens kept (their parse and HMAC are most of an authorization's cost); the map is cleared when full. */
 const TOKEN_CACHE_SIZE = 10_000;
@@ -132,8 +138,21 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       }
     }
     // only if it is missing: enforce-init-super-user resets it at startup, not at every reconnect
-    if (superUserAnnounce && !(await store.getUser(settings.superUsername))) await core.initSuperUser(superUserAnnounce);
+    if (superUserAnnounce && !(await store.getUser(settings.superUsername))) {
+      logger.error({ username: settings.superUsername }, "the store lost its security data (the super user is gone: a Redis flushed, or restarted without persistence): creating the super user again; other users and roles must be restored from a backup");
+      principals.clear();
+      await core.initSuperUser(superUserAnnounce);
+    }
   }
+
+  // The periodic check (see LOSS_CHECK_MS); the embedded store cannot lose data while its process lives.
+  const lossCheck =
+    store.kind === "embedded"
+      ? undefined
+      : setInterval(() => {
+          if (cacheTrusted) restoreOnce().catch((err) => logger.debug(outageLogFields(err), "checking the store for lost security data failed; the next check retries"));
+        }, LOSS_CHECK_MS);
+  lossCheck?.unref();
 
 
   const loadPrincipal = async (username: string): Promise<{ principal: Principal; user: UserRecord } | null> => {
@@ -305,6 +324,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
 
     close() {
       closed = true;
+      clearInterval(lossCheck);
       unsubscribe();
     },
   };

@@ -1,3 +1,4 @@
+import { Redis } from "ioredis";
 import { redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ns, ROOT_PASSWORD, startSecure, systemNs, type SecureProcess } from "./harness.js";
@@ -36,4 +37,26 @@ describe.skipIf(!redisServerPath())("security after Redis came back empty", () =
     // the key was stored again as it was: the session from before the loss is still good (root exists again)
     expect((await owner.rest("GET", `/v1/namespaces/${encodeURIComponent(dev)}/configs/b.yaml`, { token: before })).status).toBe(200);
   });
+
+  it("emptied without a reconnect (FLUSHALL): within a check period root logs in again, and a process started after the flush agrees on the key", async () => {
+    const dev = ns("flushed");
+    const admin = new Redis(redis.url);
+    try {
+      await admin.flushall();
+    } finally {
+      admin.disconnect();
+    }
+    // it stores a token key of its own if it finds none; the others restore theirs within a check period (10 s)
+    const late = await startSecure({ name: "redis", url: redis.url }, { GOV_NAMESPACE_SYSTEM: owner.system });
+    try {
+      const login = async (p: SecureProcess) => (await p.rest("POST", "/v1/authenticate/root/login", { body: { password: ROOT_PASSWORD } })).status;
+      await expect.poll(() => login(owner), { timeout: 30_000, interval: 250 }).toBe(200);
+      const fromLate = (await late.login("root", ROOT_PASSWORD)).accessToken;
+      await expect.poll(async () => (await owner.rest("PUT", `/v1/namespaces/${encodeURIComponent(dev)}/configs/c.yaml`, { token: fromLate, body: "c: 1" })).status, { timeout: 30_000, interval: 250 }).toBe(200);
+      const fromOwner = (await owner.login("root", ROOT_PASSWORD)).accessToken;
+      expect((await late.rest("GET", `/v1/namespaces/${encodeURIComponent(dev)}/configs/c.yaml`, { token: fromOwner })).status).toBe(200);
+    } finally {
+      await late.close();
+    }
+  }, 90_000);
 });
