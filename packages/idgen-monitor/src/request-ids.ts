@@ -46,7 +46,12 @@ type RequestListener = (req: AnyRequest, res: AnyResponse) => void;
  * answered 503 `unavailable` with the reason, and never reaches a handler. One wrapper around the server's own request
  * listener: no per-request hook in the framework.
  */
-export function issueRequestIds(server: { listeners(event: "request"): Function[]; removeAllListeners(event: "request"): unknown; on(event: "request", l: RequestListener): unknown }, nextId: () => string): void {
+export function issueRequestIds(
+  server: { listeners(event: "request"): Function[]; removeAllListeners(event: "request"): unknown; on(event: "request", l: RequestListener): unknown },
+  nextId: () => string,
+  /** Told of each request refused for want of an id (the process's outage log: it answers them before any route). */
+  onRefused?: (message: string) => void,
+): void {
   const inner = server.listeners("request") as RequestListener[];
   server.removeAllListeners("request");
   server.on("request", function (this: unknown, req, res) {
@@ -58,6 +63,7 @@ export function issueRequestIds(server: { listeners(event: "request"): Function[
         const message = err instanceof IdsUnavailableError ? err.message : idsUnavailableMessage(err);
         res.writeHead(503, { "content-type": "application/json", "retry-after": "1" } as never);
         res.end(JSON.stringify({ code: "unavailable", message }));
+        onRefused?.(message);
         return;
       }
       req.headers["x-request-id"] = id;

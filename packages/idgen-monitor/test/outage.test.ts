@@ -124,10 +124,16 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     expect(stopped).toMatchObject({ status: "DOWN", details: { stopped: true, error: expect.any(String) } });
     expect(Date.parse(stopped.details.stoppedAt)).toBeLessThanOrEqual(Date.now());
     expect(sample(await metrics(), "idgen_machine_lease_up", '{namespace="gateway"}')).toBe(0);
+    // only a restart repairs it: liveness says so, for the orchestrator's probe
+    const live = await proc.management.inject({ url: "/actuator/health/liveness" });
+    expect([live.statusCode, live.json()]).toEqual([503, { status: "DOWN" }]);
 
     const refused = await request();
     expect(refused.status).toBe(503);
     expect(JSON.parse(refused.body)).toMatchObject({ code: "unavailable", message: expect.stringContaining("cannot issue ids (MachineIdLostException") });
+    // answered before any route, yet in the log: the first refusal whole, the next ones counted
+    expect((await request()).status).toBe(503);
+    expect(log.lines.filter((l) => l.level === 40 && String(l.msg).includes("cannot issue ids"))).toHaveLength(1);
     expect(() => proc.monitor!.nextId()).toThrow(/cannot issue ids/);
     // a module's ids (ctx.ids): a ConnectError `unavailable`, which every listener answers as 503
     const err = (() => {

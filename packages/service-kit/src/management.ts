@@ -92,6 +92,11 @@ export interface ManagementOptions {
   showDetails?: (authorization: string | undefined) => Promise<boolean>;
   /** Adds more routes (the `/actuator/idgen*` endpoints). */
   extend?: (app: FastifyInstance) => void;
+  /**
+   * What only a restart repairs (the ID generator stopped: its machine id is gone, and the process never issues ids
+   * again): liveness DOWN, so that an orchestrator restarts the process. Without it liveness is UP while it answers.
+   */
+  unrecoverable?: () => HealthReport;
 }
 
 /** A report with each component's status only. */
@@ -127,9 +132,17 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   const refuseWrongMethod = wrongMethodRefuser(app);
   const { readiness, metrics } = options;
 
-  // Liveness: the process answers, so its event loop runs. It stays UP while shutting down (a restart would not help).
-  const liveness = { status: "UP" as const };
-  app.get("/actuator/health/liveness", async () => liveness);
+  // Liveness: the process answers, so its event loop runs, and nothing it cannot repair has happened (a stopped ID
+  // generator: restarting is the fix, and the probe is what makes an orchestrator do it). UP while shutting down.
+  const UP = { status: "UP" as const };
+  const liveness = (): HealthReport => {
+    const broken = options.unrecoverable?.();
+    return broken && broken.status !== "UP" ? { status: "DOWN" } : UP;
+  };
+  app.get("/actuator/health/liveness", async (_req, reply) => {
+    const live = liveness();
+    return reply.status(live.status === "UP" ? 200 : 503).send(live);
+  });
   const shown = async (report: ReadinessReport, authorization: string | undefined): Promise<ReadinessReport> =>
     !options.showDetails || (await options.showDetails(authorization)) ? report : withoutDetails(report);
   app.get("/actuator/health/readiness", async (req, reply) => {
@@ -139,8 +152,9 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
   app.get("/actuator/health", async (req, reply) => {
     const [checked, more] = await Promise.all([readiness.check(), options.healthComponents?.(req.headers.authorization) ?? ({} as Record<string, HealthReport>)]);
     const ready = await shown(checked, req.headers.authorization);
-    const status = ready.status === "UP" && Object.values(more).every((c) => c.status === "UP") ? "UP" : "DOWN";
-    return reply.status(status === "UP" ? 200 : 503).send({ status, components: { liveness, readiness: ready, ...more } });
+    const live = liveness();
+    const status = live.status === "UP" && ready.status === "UP" && Object.values(more).every((c) => c.status === "UP") ? "UP" : "DOWN";
+    return reply.status(status === "UP" ? 200 : 503).send({ status, components: { liveness: live, readiness: ready, ...more } });
   });
   options.extend?.(app);
   app.get("/metrics", async (_req, reply) => {

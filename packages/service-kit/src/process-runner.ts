@@ -19,6 +19,7 @@ import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
 import { endpointSettings, type ModuleInstance, type ProcessGuard, type ServiceModule, type SharedResource } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
+import { outageAnswersOf } from "./outage-answers.js";
 import { inProcessTransport, type LocalService } from "./transport/in-process.js";
 import { remoteTransport } from "./transport/remote.js";
 
@@ -318,7 +319,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         })
       : await createConnectServer(connectOptions);
     grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
-    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, showDetails: monitor?.showsDetails, extend: monitor?.mount });
+    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, showDetails: monitor?.showsDetails, extend: monitor?.mount, unrecoverable: monitor?.readiness });
   } catch (err) {
     await closeAll(closers, logger);
     throw err;
@@ -327,7 +328,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     // Request ids from the generator: x-request-id, forwarded to the services, the reqId of the request's log lines.
     for (const app of [http, grpc]) {
       if (!app) continue;
-      issueRequestIds(app.server as never, monitor.nextId);
+      // refusals are answered before any route, so no other log sees them: the outage log counts them
+      issueRequestIds(app.server as never, monitor.nextId, (message) => outageAnswersOf(logger).report("unavailable", { reason: "no request id" }, message));
       app.setGenReqId(requestIdFromHeader);
     }
   }
