@@ -385,7 +385,13 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     }
     await Promise.all([http.close(), grpc?.close()]);
     readiness.stop();
-    await closeAll(closers, logger);
+    // The modules' last writes (audit entries, the stat mutex, the machine id) wait on the store, and a store that does
+    // not answer would hold each one for its command timeout in turn (13 s past a 1 s grace): they get one bound.
+    const cleanup = closeAll(closers, logger).then(() => true);
+    const done = await Promise.race([cleanup, new Promise<false>((resolve) => setTimeout(resolve, SHUTDOWN_CLEANUP_MS, false).unref())]);
+    if (!done) {
+      logger.warn({ cleanupMs: SHUTDOWN_CLEANUP_MS }, `shutdown: the modules and stores did not close within ${SHUTDOWN_CLEANUP_MS / 1000} s (a store that does not answer): going on without them; what they had not written is logged above`);
+    }
     await management.close();
   };
 
@@ -619,6 +625,9 @@ function createSharedResources(logger: Logger) {
     },
   };
 }
+
+/** How long closing the modules and stores may take at shutdown, after the drain (see shutdown). */
+export const SHUTDOWN_CLEANUP_MS = 6_000;
 
 async function closeAll(closers: (() => Promise<void>)[], logger: Logger): Promise<void> {
   for (const close of closers.splice(0).reverse()) {

@@ -32,6 +32,8 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
   let flushing: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
   let failing = false;
+  /** Stopped at shutdown: what is still queued has been reported lost, and is neither retried nor reported again. */
+  let stopped = false;
   const drained: (() => void)[] = [];
 
   const flush = async (): Promise<void> => {
@@ -41,6 +43,7 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
       try {
         await write(batch);
       } catch (err) {
+        if (stopped) return;
         if (!failing) logger.warn({ ...outageLogFields(err), pending: entries.length }, "audit log: the store refused entries; they are kept and retried");
         failing = true;
         retry = setTimeout(schedule, 500);
@@ -60,7 +63,7 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
     retry = undefined;
     flushing ??= flush().finally(() => {
       flushing = undefined;
-      if (entries.length > 0 && !retry) schedule();
+      if (entries.length > 0 && !retry && !stopped) schedule();
     });
   }
   return {
@@ -74,12 +77,13 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
     },
     whenDrained: () => new Promise<void>((resolve) => drained.push(resolve)),
     async flushed(): Promise<void> {
-      while (entries.length > 0) {
+      while (entries.length > 0 && !stopped) {
         if (!flushing && !retry) schedule();
         await (flushing ?? new Promise((r) => setTimeout(r, 50)));
       }
     },
     stop(): void {
+      stopped = true;
       clearTimeout(retry);
       retry = undefined;
     },
@@ -241,10 +245,11 @@ export function createAuditWriter(
     sweep,
     async close(): Promise<void> {
       clearInterval(sweeper);
-      outcomes.stop();
       try {
-        await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, 5000))]);
+        await Promise.race([this.flushed(), new Promise((r) => setTimeout(r, 5000).unref())]);
       } finally {
+        // the one word on what is left: a write still failing after this is not retried, nor reported again
+        outcomes.stop();
         if (outcomes.length > 0) logger.error({ lost: outcomes.length }, "audit log: entries could not be written before shutdown");
       }
     },
