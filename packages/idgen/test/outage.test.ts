@@ -64,11 +64,14 @@ describe.skipIf(inject("redisSkipReason"))("Redis outage", () => {
     expect(down.lastError).toMatch(/\w+: .+/);
     expect(down.failedAt).toBeGreaterThan(Date.now() - 5_000);
     expect(logs.find("error", "Guard Failed").length).toBeGreaterThanOrEqual(1);
+    expect(logs.find("error", "Guard Failed")[0]).toMatchObject({ error: expect.stringMatching(/\w+: .+/) });
+    expect(JSON.stringify(logs.find("error", "Guard Failed")[0])).not.toMatch(/\n\s+at /); // no stack
     expect(() => snowflake.nextId()).not.toThrow();
 
     // 2. Redis back (empty): the next renewal succeeds and the state clears
     await server.start();
     await waitUntil("renewal after restore", () => lease.state().status === "UP", 3_000);
+    expect(logs.find("info", "Renewed machine id again after failed renewals")).toHaveLength(1);
     expect(lease.state()).toMatchObject({ lastError: null, failedAt: null, lost: false });
     // the empty store reset the segment counter: the chain refuses to go backwards and keeps failing
 

@@ -192,7 +192,7 @@ export class MachineLease implements MachineIdSource {
       this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
       this.emit("reverted");
     } catch (err) {
-      this.o.logger.error({ namespace, instanceId, machineId: this.machineId, err }, `Revert machine id of [${instanceId}] failed`);
+      this.o.logger.error({ namespace, instanceId, machineId: this.machineId, error: errorText(err) }, `Revert machine id of [${instanceId}] failed`);
       this.emit("revert-failed", err);
     }
   }
@@ -277,6 +277,8 @@ export class MachineLease implements MachineIdSource {
       this.status = "UP";
       this.lastRenewalAt = attemptAt;
       this.lastRenewalMono = sentMono;
+      // after `Guard Failed`, the operator also needs to read that it is over
+      if (this.consecutiveFailures > 0) logger.info({ namespace, instanceId, machineId: this.machineId, failures: this.consecutiveFailures, failedSince: this.failedAt }, "Renewed machine id again after failed renewals");
       this.lastError = null;
       this.failedAt = null;
       this.consecutiveFailures = 0;
@@ -302,7 +304,9 @@ export class MachineLease implements MachineIdSource {
     this.lastError = errorText(err);
     this.failedAt = at;
     this.consecutiveFailures++;
-    this.o.logger.error({ namespace, instanceId, machineId: this.machineId, err }, "Guard Failed");
+    // the error's type and message, not its stack: a store that cannot be reached is expected here, and the stack would
+    // only show the Redis client's internals, once per renewal for the whole outage
+    this.o.logger.error({ namespace, instanceId, machineId: this.machineId, error: errorText(err) }, "Guard Failed");
     this.emit("failed", err);
   }
 
