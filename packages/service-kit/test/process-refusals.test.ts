@@ -1,23 +1,28 @@
-// What stops a process at startup says what to change: a listener that cannot have its address names the setting
-// (Node's EADDRINUSE names none, and a process has up to three listeners), and a bad gateway setting stops it before
-// any module has opened anything.
+// What stops a process says what to change or what was left: a listener that cannot have its address names the setting
+// (Node's EADDRINUSE names none, and a process has up to three listeners); a bad gateway setting stops it before any
+// module has opened anything; a shutdown is bounded even when a module cannot close (its store does not answer).
 import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseDuration } from "@gov/settings";
 import { buildProcess, createLogger, type GatewayBuilder, type ServiceModule } from "../src/index.js";
+import { SHUTDOWN_CLEANUP_MS } from "../src/process-runner.js";
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
-/** A module with no RPCs: its process listens on the module's own endpoint settings (gov.quiet-service.*). */
-const quiet: ServiceModule = {
-  name: "quiet",
+/**
+ * A module with no RPCs: its process listens on the module's own endpoint settings (gov.<name>-service.*); `close` is
+ * how it closes (a store that never answers: a promise that never settles).
+ */
+const idleModule = (name: string, close: () => Promise<void> = async () => {}): ServiceModule => ({
+  name,
   services: [],
   settings: {},
   ports: { port: 0, grpcPort: 0 },
   async create() {
-    return { impls: [], health: () => ({ status: "UP" }), close: async () => {} };
+    return { impls: [], health: () => ({ status: "UP" }), close };
   },
-};
+});
+const quiet = idleModule("quiet");
 
 describe("listen failures name the setting", () => {
   let busy: Server;
@@ -61,4 +66,20 @@ describe("a gateway's settings", () => {
     await expect(buildProcess({ name: "t", modules: [counting], gateway, sources, logger })).rejects.toThrow(/setting gov\.sse\.heartbeat \(from environment variable GOV_SSE_HEARTBEAT\) is invalid/);
     expect(created).toBe(0);
   });
+});
+
+describe("shutdown with a module that never closes", () => {
+  it("returns after the cleanup bound (the drain had gov.shutdown.grace) with a warning naming it", async () => {
+    const lines: Record<string, unknown>[] = [];
+    const captured = createLogger("test", "info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const stuck = idleModule("stuck", () => new Promise<void>(() => {}));
+    const proc = await buildProcess({ name: "t", modules: [stuck], sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "1s" } }, logger: captured });
+    await proc.listen({ port: 0, managementPort: 0, host: "127.0.0.1" });
+    const started = Date.now();
+    await proc.shutdown();
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(SHUTDOWN_CLEANUP_MS - 50);
+    expect(took).toBeLessThan(SHUTDOWN_CLEANUP_MS + 3000);
+    expect(lines.filter((l) => l.level === 40 && String(l.msg).includes("did not close within"))).toHaveLength(1);
+  }, 20_000);
 });
