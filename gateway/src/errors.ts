@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type Logger } from "@gov/service-kit";
+import { gatewaySettings } from "./settings.js";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
 export function codeName(code: Code): string {
@@ -34,7 +35,8 @@ export interface ErrorLimits {
 
 export { excerpt };
 
-export const JSON_BODY_SETTING = "gov.limits.json-body";
+/** The setting an over-limit body names by default (the gateway's own body limit). */
+export const JSON_BODY_SETTING = gatewaySettings.maxJsonBody.name;
 
 /** Fastify's and @fastify/multipart's own errors, by code: a contract status, a Connect code, a message that helps. */
 function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | undefined {

@@ -290,14 +290,12 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const maxUploadBytes = Math.max(0, ...planned.map((p) => p.limits.maxUploadBytes ?? 0));
   // A Connect request message may carry an upload (a ZIP import), plus its envelope.
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
-  // The setting behind that limit, for the gRPC and Connect listeners' over-limit messages (the REST one names its own).
-  const maxRequestSetting = planned.find((p) => p.limits.maxRequestBytes === maxRequestBytes)?.limits.settings?.maxRequestBytes;
-  const limitSetting = (() => {
-    const upload = maxUploadBytes >= maxRequestBytes;
-    const owner = planned.find((p) => (upload ? p.limits.maxUploadBytes === maxUploadBytes : p.limits.maxRequestBytes === maxRequestBytes));
-    const setting = owner?.limits.settings?.[upload ? "maxUploadBytes" : "maxRequestBytes"];
-    return setting ? `${setting}, plus 1 KiB` : undefined;
-  })();
+  // The module setting behind each largest limit, for over-limit messages: the REST gateway's (request) and the gRPC
+  // and Connect listeners' (the larger of the two, plus the envelope).
+  const settingOf = (kind: "maxRequestBytes" | "maxUploadBytes", bytes: number) => planned.find((p) => p.limits[kind] === bytes)?.limits.settings?.[kind];
+  const maxRequestSetting = settingOf("maxRequestBytes", maxRequestBytes);
+  const largestSetting = maxUploadBytes >= maxRequestBytes ? settingOf("maxUploadBytes", maxUploadBytes) : maxRequestSetting;
+  const limitSetting = largestSetting ? `${largestSetting}, plus 1 KiB` : undefined;
 
   const readiness = createReadiness([
     ...instances.map((m) => ({ name: m.name, health: () => m.instance.health() })),

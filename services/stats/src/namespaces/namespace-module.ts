@@ -1,8 +1,9 @@
 import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
+import { sharedConfigStore } from "@gov/config-service";
 import { sharedNamespaceIndex } from "@gov/namespaces";
+import { sharedRegistryStore, sharedTopologyStore } from "@gov/registry-service";
 import type { LocalService, ModuleContext } from "@gov/service-kit";
 import type { StatsStore } from "../stats/stats-store.js";
-import { sharedStatsStores } from "../worker/stores.js";
 import { createNamespaceService } from "./namespace-service.js";
 
 /**
@@ -11,10 +12,15 @@ import { createNamespaceService } from "./namespace-service.js";
  * also on the embedded store. `stats`: the store the statistics job writes (the module's, which tests may inject), whose
  * counts of a deleted namespace go with it.
  */
-export async function namespaceServiceFor(ctx: ModuleContext, settings: { requireHashTag: boolean }, stats?: StatsStore): Promise<LocalService> {
-  const shared = await sharedStatsStores(ctx);
-  const { registry, configs, topology } = shared;
-  const index = await sharedNamespaceIndex(ctx);
-  const impl = createNamespaceService({ index, configs, registry, topology, stats: stats ?? shared.stats, namespaceRule: { requireHashTag: settings.requireHashTag } });
+export async function namespaceServiceFor(ctx: ModuleContext, settings: { requireHashTag: boolean }, stats: StatsStore): Promise<LocalService> {
+  const registry = await sharedRegistryStore(ctx);
+  const impl = createNamespaceService({
+    index: await sharedNamespaceIndex(ctx),
+    configs: await sharedConfigStore(ctx),
+    registry,
+    topology: await sharedTopologyStore(ctx, registry),
+    stats,
+    namespaceRule: { requireHashTag: settings.requireHashTag },
+  });
   return { service: NamespaceService, impl };
 }
