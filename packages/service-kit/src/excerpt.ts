@@ -2,7 +2,7 @@
  * What could garble a message or make it read as something else: control characters, bidirectional controls, a BOM,
  * and halves of a UTF-16 pair (a cut may split one). Printable text in any script stays as it is ("zöne", not "z?ne").
  */
-const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** Never echo what the client sent beyond a short, printable excerpt. */
 export const excerpt = (text: string) => (text.length > 120 ? `${text.slice(0, 120)}…` : text).replace(UNSHOWABLE, "?");

@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { excerpt } from "./excerpt.js";
 
 export interface NamespaceRule {
   /** gov.namespace.require-hash-tag: false lifts the check (standalone storage only). */
@@ -6,6 +7,12 @@ export interface NamespaceRule {
 }
 
 const MAX_LENGTH = 256;
+
+/**
+ * Whitespace, ":", C0 and C1 controls, and the bidirectional controls that make text display in an order other than
+ * its own (a namespace shown in a dashboard, a log or an audit entry must read as what it is).
+ */
+const FORBIDDEN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\s:]/;
 
 /**
  * Redis Cluster hashes only what stands between the FIRST "{" and the first "}" after it, and hashes the whole key
@@ -24,10 +31,10 @@ function hasHashTag(name: string): boolean {
  */
 export function checkNamespace(namespace: string, rule: NamespaceRule): void {
   if (!namespace) throw new ConnectError("namespace is required: give a name with a hash tag such as {dev}", Code.InvalidArgument);
-  if (namespace.length > MAX_LENGTH || /[\u0000-\u001f\u007f\s:]/.test(namespace)) {
+  if (namespace.length > MAX_LENGTH || FORBIDDEN.test(namespace)) {
     // ":" separates the namespace from the rest of a key: allowing it would let two namespaces share keys.
     throw new ConnectError(
-      `namespace "${namespace.slice(0, 64)}" is not allowed: use at most ${MAX_LENGTH} characters without spaces, ":" or control characters`,
+      `namespace "${excerpt(namespace.slice(0, 64))}" is not allowed: use at most ${MAX_LENGTH} characters without spaces, ":", control characters or bidirectional text controls`,
       Code.InvalidArgument,
     );
   }

@@ -28,7 +28,13 @@ describe("namespace rule (contract §2)", () => {
 
   it("rejects empty names, ':', whitespace, control characters and over-long names", () => {
     expect(rejects("")).toMatch(/required/);
-    for (const ns of ["{a}:cfg", "{a b}", "{a}\n", "{a}\u0000", `{${"x".repeat(300)}}`]) rejects(ns);
+    for (const ns of ["{a}:cfg", "{a b}", "{a}\n", "{a}\u0000", "{a}\u0085", `{${"x".repeat(300)}}`]) rejects(ns);
+  });
+
+  it("rejects bidirectional text controls (a name must display as what it is), quoting the name escaped", () => {
+    for (const c of ["\u202e", "\u2066", "\u200f", "\u061c"]) expect(rejects(`{dev}${c}`)).toContain("bidirectional");
+    expect(rejects("{dev}\u202eved")).toContain('"{dev}?ved"'); // shown as it reads, never reversed
+    expect(() => checkNamespace("{team-\u{1f468}\u200d\u{1f469}}", strict)).not.toThrow(); // a joiner is not a bidi control
   });
 
   it("with require-hash-tag=false, plain names pass (standalone storage only) but the character rules stay", () => {

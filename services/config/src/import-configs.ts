@@ -7,7 +7,7 @@ import { canceled, turnTaker } from "./zip-reader.js";
 
 export type ImportOutcome = "created" | "updated" | "unchanged" | "skipped" | "rejected";
 
-const row = (configId: string, outcome: ImportOutcome, reason = ""): ImportResult => create(ImportResultSchema, { configId, outcome, reason });
+const row = (configId: string, outcome: ImportOutcome, reason?: string): ImportResult => create(ImportResultSchema, { configId, outcome, reason });
 
 /**
  * Writes the configs of a checked archive, one store write per entry, in archive order, and answers one row per

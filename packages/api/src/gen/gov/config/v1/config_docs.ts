@@ -36,7 +36,7 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.config.v1.ImportConfigsRequest.import_zip": "The ZIP archive (REST: the multipart file part named importZip).",
   "gov.config.v1.ImportConfigsRequest.policy": "skip (default): existing configs are left alone; overwrite: they get a new version.",
   "gov.config.v1.ImportResult.outcome": "created, updated, unchanged, skipped or rejected.",
-  "gov.config.v1.ImportResult.reason": "Why an entry was rejected or skipped.",
+  "gov.config.v1.ImportResult.reason": "Why an entry was rejected or skipped; absent on the other rows (contract: `rejected` + `reason`).",
   "gov.config.v1.ImportConfigsResponse.total": "Entries in the archive.",
   "gov.config.v1.ImportConfigsResponse.succeeded": "Entries created or updated.",
   "gov.config.v1.ExportConfigsResponse.body": "One chunk of the archive; the first chunk carries the content type.",
