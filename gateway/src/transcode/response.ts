@@ -143,6 +143,9 @@ export function stateTagReader(desc: DescMessage): TagReader {
   return reader;
 }
 
+/** The reader of messages that carry no content hash anywhere. */
+const NO_TAG: TagReader = () => undefined;
+
 function buildTagReader(desc: DescMessage): TagReader {
   const own = desc.fields.find(isHashField);
   if (own) return (m) => tagOf((m as unknown as Record<string, unknown>)[own.localName]);
@@ -155,7 +158,7 @@ function buildTagReader(desc: DescMessage): TagReader {
       };
     }
   }
-  return () => undefined;
+  return NO_TAG;
 }
 
 /** The message a unary REST route answers with (the rule's response field, or the whole output), if a message. */
@@ -276,8 +279,9 @@ const eventId = (tag: string | undefined) => (tag !== undefined && !/[\r\n]/.tes
  * 4xx; failures after that arrive as an `event: error`.
  *
  * Each event's `id:` names the state it carries (its content hash, see stateTagReader; empty when there is none, which
- * clears the client's last id). A client reconnecting with `Last-Event-ID` equal to the first message's id already has
- * that state: the first message is skipped. A comment line every `heartbeatMs` keeps an idle stream alive.
+ * clears the client's last id); streams whose messages never carry one (registry watches) send no `id:` lines. A client
+ * reconnecting with `Last-Event-ID` equal to the first message's id already has that state: the first message is
+ * skipped. A comment line every `heartbeatMs` keeps an idle stream alive.
  */
 export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage, options: ResponseOptions = DEFAULT_RESPONSE_OPTIONS): Promise<void> {
   const it = stream[Symbol.asyncIterator]();
@@ -298,7 +302,8 @@ export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable
     for (let first = true; !next.done; first = false, next = await it.next()) {
       const id = eventId(tagOfMessage(next.value));
       if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
-      if (!(await writeOrWait(res, `id: ${id}\ndata: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`))) break;
+      const idLine = tagOfMessage === NO_TAG ? "" : `id: ${id}\n`;
+      if (!(await writeOrWait(res, `${idLine}data: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`))) break;
     }
   } catch (err) {
     const rest = toRestError(err);
