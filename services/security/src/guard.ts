@@ -1,5 +1,5 @@
 import { getOption, type DescField, type DescMessage, type DescMethod } from "@bufbuild/protobuf";
-import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
+import { FeatureSet_FieldPresence, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { http } from "@gov/api";
 import { restStatusOf } from "@gov/service-kit";
@@ -24,6 +24,11 @@ interface MethodRule {
   template: string;
   /** The template cut at its variables: literal, field local name, literal, … (built once). */
   parts: string[];
+  /**
+   * The scalar fields a REST client sends in the query string (neither in the path nor in the body), so that the
+   * resource of a `DELETE /v1/namespaces/{dev}?force=true` says it was forced. Only values that were given.
+   */
+  query: { local: string; json: string; optional: boolean }[];
 }
 
 const isNamespaceField = (f: DescField) => f.name === "namespace" && f.fieldKind === "scalar";
@@ -58,6 +63,10 @@ export function ruleOf(method: DescMethod): MethodRule {
     const hasTemplate = pattern && pattern.case !== undefined && pattern.case !== "custom";
     const template = hasTemplate ? (pattern.value as string) : `/${method.parent.typeName}/${method.name}`;
     const infrastructure = INFRASTRUCTURE.has(method.parent.typeName);
+    const inPath = new Set([...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map((m) => m[1]));
+    const query = hasTemplate && httpRule.body !== "*"
+      ? method.input.fields.filter((f) => (f.fieldKind === "scalar" || f.fieldKind === "enum") && !inPath.has(f.name) && f.name !== httpRule.body)
+      : [];
     rule = {
       access: infrastructure ? Access.PUBLIC : getOption(method, access),
       read: infrastructure || method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS,
@@ -65,6 +74,7 @@ export function ruleOf(method: DescMethod): MethodRule {
       httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
       template,
       parts: template.split(/\{([a-z_][a-z0-9_]*)\}/).map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
+      query: query.map((f) => ({ local: f.localName, json: f.jsonName, optional: f.fieldKind !== "list" && f.presence === FeatureSet_FieldPresence.EXPLICIT })),
     };
     rules.set(method, rule);
   }
@@ -77,7 +87,7 @@ const SEGMENT_BREAKERS = /[%/?#\s\u0000-\u001f\u007f]/g;
 /** The REST path of a call: its rule's template with the request's values (for an RPC without a rule, its RPC path). */
 export function resourceOf(rule: MethodRule, message: unknown): string {
   const { parts } = rule;
-  if (parts.length === 1 || message === undefined) return rule.template;
+  if (message === undefined) return rule.template;
   const fields = message as Record<string, unknown>;
   let out = parts[0];
   for (let i = 1; i < parts.length; i += 2) {
@@ -85,6 +95,12 @@ export function resourceOf(rule: MethodRule, message: unknown): string {
     const text = value === undefined ? `{${parts[i]}}` : String(value);
     SEGMENT_BREAKERS.lastIndex = 0;
     out += (SEGMENT_BREAKERS.test(text) ? text.replace(SEGMENT_BREAKERS, encodeURIComponent) : text) + parts[i + 1];
+  }
+  for (const { local, json, optional } of rule.query) {
+    const value = fields[local];
+    // proto3 defaults (false, 0, "") are what an absent query parameter means, unless the field tracks presence
+    if (value === undefined || (!optional && (value === false || value === 0 || value === 0n || value === ""))) continue;
+    out += `${out.includes("?") ? "&" : "?"}${json}=${encodeURIComponent(String(value))}`;
   }
   return out;
 }

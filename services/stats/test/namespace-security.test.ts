@@ -92,4 +92,23 @@ describe("namespaces with security on", () => {
     const refused = await grpc.createNamespace({ namespace: "{alices}" }).catch((err: unknown) => ConnectError.from(err).code);
     expect(refused).toBe(Code.PermissionDenied);
   });
+
+  it("the audit log says a namespace delete was forced (?force=true), whether it came over REST or Connect", async () => {
+    const [plain, forced, viaConnect] = ["{gone}", "{forced}", "{forced-connect}"];
+    for (const n of [plain, forced, viaConnect]) {
+      expect((await rest("PUT", `/v1/namespaces/${seg(n)}`, root)).body).toBe(true);
+      if (n !== plain) expect((await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", headers: { authorization: `Bearer ${root}` }, body: "a" })).status).toBe(200);
+    }
+    expect((await rest("DELETE", `/v1/namespaces/${seg(plain)}`, root)).body).toBe(true);
+    expect((await rest("DELETE", `/v1/namespaces/${seg(forced)}?force=true`, root)).body).toBe(true);
+    const connect = createClient(NamespaceService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1", interceptors: [bearer(root)] }));
+    await connect.deleteNamespace({ namespace: viaConnect, force: true });
+    const deletes = async (n: string) => {
+      const { list } = (await rest("GET", `/v1/audit-log?query=${seg(n)}`, root)).body as { list: { action: string; resource: string }[] };
+      return list.filter((e) => e.action === "DELETE").map((e) => e.resource);
+    };
+    expect(await deletes(plain)).toEqual([`/v1/namespaces/${plain}`]);
+    expect(await deletes(forced)).toEqual([`/v1/namespaces/${forced}?force=true`]);
+    expect(await deletes(viaConnect)).toEqual([`/v1/namespaces/${viaConnect}?force=true`]);
+  });
 });

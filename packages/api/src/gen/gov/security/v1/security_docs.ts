@@ -27,7 +27,7 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.security.v1.ResourceAction.action": "r, w or rw.",
   "gov.security.v1.QueryAuditLogRequest": "Filters of the audit log; all optional.",
   "gov.security.v1.QueryAuditLogRequest.offset": "Entries to skip (newest first).",
-  "gov.security.v1.QueryAuditLogRequest.limit": "At most this many entries (default 20, at most 1000; at most 1000).",
+  "gov.security.v1.QueryAuditLogRequest.limit": "At most this many entries (default 20, at most 1000).",
   "gov.security.v1.QueryAuditLogRequest.query": "Substring of the operator, ip, resource, action or message.",
   "gov.security.v1.QueryAuditLogRequest.from": "RFC 3339 bounds of opTime, inclusive.",
   "gov.security.v1.QueryAuditLogRequest.successful": "true: only 2xx/3xx answers; false: only refused or failed calls.",

@@ -601,7 +601,7 @@ export type QueryAuditLogRequest = Message<"gov.security.v1.QueryAuditLogRequest
   offset: number;
 
   /**
-   * At most this many entries (default 20, at most 1000; at most 1000).
+   * At most this many entries (default 20, at most 1000).
    *
    * @generated from field: int32 limit = 2;
    */
