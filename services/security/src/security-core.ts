@@ -94,7 +94,14 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
    */
   const lastKnown = new Map<string, { principal: Principal; session: string | undefined }>();
   let cacheTrusted = true;
+  /**
+   * Counts change events. A principal is read in two store round trips (the user, then its roles); an event that
+   * arrives meanwhile may describe a change those reads missed, so what they found is then used but not cached (else
+   * a deleted user's tokens would stay valid until that user changed again).
+   */
+  let changes = 0;
   const unsubscribe = store.onChange((change) => {
+    changes++;
     if (change.kind === "user") principals.delete(change.name);
     else {
       principals.clear();
@@ -158,13 +165,14 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   const loadPrincipal = async (username: string): Promise<{ principal: Principal; user: UserRecord } | null> => {
     const cached = principals.get(username);
     if (cached !== undefined) return cached;
+    const changesBefore = changes;
     const user = await store.getUser(username);
     let entry: { principal: Principal; user: UserRecord } | null = null;
     if (user) {
       const roles = await Promise.all(user.roles.map((r) => store.getRole(r)));
       entry = { principal: principalOf(username, username === settings.superUsername, user.roles, roles.flatMap((r) => r?.bindings ?? [])), user };
     }
-    if (cacheTrusted) principals.set(username, entry);
+    if (cacheTrusted && changes === changesBefore) principals.set(username, entry);
     if (entry === null) lastKnown.delete(username);
     else {
       if (lastKnown.size >= TOKEN_CACHE_SIZE) lastKnown.clear();

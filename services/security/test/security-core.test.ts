@@ -50,6 +50,30 @@ describe("security core: the cached caller of a bearer header", () => {
     expect(core.cachedPrincipal(fresh(header))).toBeUndefined();
   });
 
+  it("does not cache what it read while a change arrived: a user deleted during the read is refused from then on", async () => {
+    const { core, store, header } = await setup();
+    await store.putRole({ name: "dev", desc: "", bindings: [{ namespace: "{dev}", action: "r" }] });
+    await store.updateUser("ann", { roles: ["dev"] });
+    // The principal is read in two round trips (the user, then its roles): hold the second until the user is deleted.
+    let release!: () => void;
+    let reached!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const readingRoles = new Promise<void>((resolve) => (reached = resolve));
+    const getRole = store.getRole.bind(store);
+    store.getRole = async (name) => {
+      reached();
+      await held;
+      return getRole(name);
+    };
+    const during = core.authenticate(header);
+    await readingRoles;
+    await store.removeUser("ann");
+    release();
+    await during.catch(() => undefined); // read before the delete: it may pass, as a request racing the delete may
+    await expect(core.authenticate(header)).rejects.toThrow(/no longer exists/);
+    expect(core.cachedPrincipal(fresh(header))).toBeUndefined();
+  });
+
   it("tells headers apart: another token, or none, is not the last one's caller", async () => {
     const { core, header } = await setup();
     await core.authenticate(header);
