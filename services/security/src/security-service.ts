@@ -111,11 +111,11 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async bindRoles(req) {
       await userOrThrow(req.username);
       const names = [...new Set(req.roleNames)];
-      for (const name of names) {
-        checkName(name, "role name");
-        if (name !== ADMIN_ROLE && !(await store.getRole(name))) throw new ConnectError(`role ${JSON.stringify(name)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
-      }
-      if (!(await store.updateUser(req.username, { roles: names }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      for (const name of names) checkName(name, "role name");
+      // the built-in admin role is not stored; every other role must be, when the user's roles are written (one step)
+      const result = await store.bindRoles(req.username, names, names.filter((n) => n !== ADMIN_ROLE));
+      if (result === "no-user") throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      if (result !== "bound") throw new ConnectError(`role ${JSON.stringify(result.missingRole)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
       return { bound: true };
     },
     async lockUser(req) {

@@ -74,6 +74,24 @@ for (const target of targets) {
       for (const name of ["dee", "eve", "fay"]) await store.removeUser(name);
     });
 
+    it("binding roles checks, in the same step, that each role exists: a role removed meanwhile is never left bound", async () => {
+      await store.putRole({ name: "qa", desc: "", bindings: [{ namespace: "{qa}", action: "rw" }] });
+      await store.addUser(user("gus", { roles: ["old"] }));
+      expect(await store.bindRoles("gus", ["qa", "admin"], ["qa"])).toBe("bound"); // "admin": built in, not stored
+      expect(await replica.getUser("gus")).toMatchObject({ roles: ["qa", "admin"] });
+      expect(await store.bindRoles("nobody", ["qa"], ["qa"])).toBe("no-user");
+      expect(await store.getUser("nobody")).toBeUndefined();
+      // the role's removal is one step, the bind that follows another: it finds the role gone and writes nothing
+      await store.removeRole("qa");
+      expect(await replica.bindRoles("gus", ["qa"], ["qa"])).toEqual({ missingRole: "qa" });
+      expect(await store.getUser("gus")).toMatchObject({ roles: ["admin"] });
+      await store.putRole({ name: "1", desc: "", bindings: [] }); // a role named like the script's "bound" answer
+      expect(await store.bindRoles("gus", ["1", "2"], ["1", "2"])).toEqual({ missingRole: "2" });
+      expect(await store.bindRoles("gus", ["1"], ["1"])).toBe("bound");
+      await store.removeRole("1");
+      await store.removeUser("gus");
+    });
+
     it("audit: batches append in order, newest first, the oldest dropped past the retention", async () => {
       await store.appendAudit([audit(1), audit(2), audit(3)], 4);
       await store.appendAudit([audit(4), audit(5)], 4);

@@ -62,6 +62,15 @@ export function createMemorySecurityStore(): SecurityStore {
       announce({ kind: "user", name: username });
       return true;
     },
+    async bindRoles(username, names, mustExist) {
+      const u = users.get(username);
+      if (!u) return "no-user";
+      const missing = mustExist.find((r) => !roles.has(r));
+      if (missing !== undefined) return { missingRole: missing };
+      users.set(username, copyUser({ ...u, roles: [...names] }));
+      announce({ kind: "user", name: username });
+      return "bound";
+    },
     async removeUser(username) {
       if (!users.delete(username)) return false;
       announce({ kind: "user", name: username });

@@ -61,6 +61,24 @@ publish('user', ARGV[2])
 return 1`,
 );
 
+/**
+ * KEYS users, user, roles; ARGV channel, name, roles JSON, then the role names that must exist. 1 bound, 0 no such
+ * user, or the first missing role's name (nothing written): the check and the write are one step, so a role removed
+ * meanwhile (REMOVE_ROLE unbinds only the users holding it when it runs) is never left bound.
+ */
+export const BIND_ROLES = defineScript(
+  "sec_bind_roles",
+  3,
+  `${PUBLISH}
+if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then return 0 end
+for i = 4, #ARGV do
+  if redis.call('HEXISTS', KEYS[3], ARGV[i]) == 0 then return ARGV[i] end
+end
+redis.call('HSET', KEYS[2], 'roles', ARGV[3])
+publish('user', ARGV[2])
+return 1`,
+);
+
 /** KEYS users, user; ARGV channel, name. */
 export const REMOVE_USER = defineScript(
   "sec_remove_user",

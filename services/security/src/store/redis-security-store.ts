@@ -1,5 +1,5 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { ADD_USER, APPEND_AUDIT, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
@@ -63,7 +63,7 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
   // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
-  prepareScripts(client, ADD_USER, UPDATE_USER, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
+  prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
   const tell = (change: SecurityChange) => {
@@ -108,6 +108,11 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       const fields = userFields(patch);
       if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
       return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1);
+    },
+    async bindRoles(username, names, mustExist) {
+      const result = await call(() => runDurableScript(client, BIND_ROLES, [keys.users, keys.user(username), keys.roles], [keys.channel, username, JSON.stringify(names), ...mustExist]));
+      if (typeof result === "string") return { missingRole: result };
+      return told({ kind: "user", name: username }, result === 1) ? "bound" : "no-user";
     },
     async removeUser(username) {
       return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1);

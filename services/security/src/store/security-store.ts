@@ -67,6 +67,9 @@ export const OPEN_MARKER = `,"status":0,"msg":${JSON.stringify(NO_OUTCOME)},"opT
  */
 export type SecurityChange = { kind: "user" | "role"; name: string } | { kind: "all"; trusted: boolean };
 
+/** What a bind did: "bound", no such user, or the first role of `mustExist` that is not stored (nothing written). */
+export type BindResult = "bound" | "no-user" | { missingRole: string };
+
 export type UserPatch = Partial<Pick<UserRecord, "salt" | "hash" | "roles" | "locked" | "lockedUntil" | "failures" | "session">>;
 
 /**
@@ -83,6 +86,11 @@ export interface SecurityStore {
   /** false: no such user (nothing written; a concurrent delete is not undone). */
   updateUser(username: string, patch: UserPatch): Promise<boolean>;
   removeUser(username: string): Promise<boolean>;
+  /**
+   * Sets the user's roles, atomically with a check that each of `mustExist` is a stored role: a role removed while it
+   * was being bound is never left bound (a role created later under its name would grant it again).
+   */
+  bindRoles(username: string, roles: string[], mustExist: string[]): Promise<BindResult>;
   /** One more failed login, atomically; at `maxFailures` the user is locked until `lockUntil` and the count restarts. */
   recordFailure(username: string, maxFailures: number, lockUntil: number): Promise<void>;
   getRole(name: string): Promise<RoleRecord | undefined>;
