@@ -10,6 +10,11 @@ export function createMemoryNamespaceIndex(system: string): NamespaceIndex {
     async add(ns) {
       names.add(ns);
     },
+    async create(ns) {
+      if (names.has(ns)) return false;
+      names.add(ns);
+      return true;
+    },
     async has(ns) {
       return names.has(ns);
     },

@@ -13,6 +13,11 @@ export interface NamespaceIndex {
    * namespace is known here (and no removal was announced since), it costs no store round trip.
    */
   add(namespace: string): Promise<void>;
+  /**
+   * Indexes `namespace` in the store, bypassing the cache: true when this call indexed it, false when it already was
+   * (one atomic step, so of two concurrent creates exactly one answers true).
+   */
+  create(namespace: string): Promise<boolean>;
   /** true when `namespace` is indexed (read from the store, not the cache). */
   has(namespace: string): Promise<boolean>;
   /** Every indexed namespace, sorted (the system namespace included). */

@@ -110,6 +110,12 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
       await written(`the indexing of namespace ${JSON.stringify(ns)}`, () => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
       remember(ns, seen);
     },
+    async create(ns) {
+      const seen = removals;
+      const added = await written(`the creation of namespace ${JSON.stringify(ns)}`, () => writeDurably<number>(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
+      remember(ns, seen);
+      return added === 1;
+    },
     async has(ns) {
       return (await call(() => client.sismember(keys.index, ns))) === 1;
     },

@@ -39,6 +39,22 @@ export function describeNamespaceIndexContract(name: string, open: (system: stri
       expect(await index.list()).toEqual([system]);
     });
 
+    it("create answers whether this call indexed the namespace: of concurrent creates on two indexes exactly one", async () => {
+      const other = await open(system);
+      try {
+        const ns = fresh("c");
+        const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? other : index).create(ns)));
+        expect(answers.filter(Boolean)).toHaveLength(1);
+        expect(await index.create(ns)).toBe(false);
+        expect(await other.has(ns)).toBe(true);
+        expect(await index.remove(ns)).toBe(true);
+        expect(await other.create(ns)).toBe(true); // removed: creating it again is a creation
+        await index.remove(ns);
+      } finally {
+        if (other !== index) await other.close();
+      }
+    });
+
     it("remove answers false for an unknown namespace and refuses the system namespace", async () => {
       expect(await index.remove(fresh())).toBe(false);
       await expect(index.remove(system)).rejects.toThrow(/system namespace.*cannot be deleted/);

@@ -149,8 +149,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       }
       // Every limit and every entry is checked before the first write (zip-archive.ts); then one write per entry.
       const entries = await readImportArchive(req.importZip, limits, ctx.signal);
-      await indexed(req.namespace);
-      const { results, succeeded } = await importEntries(store, req.namespace, entries, policy, { now, hash: sha256, signal: ctx.signal });
+      const { results, succeeded } = await importEntries(store, req.namespace, entries, policy, { now, hash: sha256, signal: ctx.signal, indexed: async () => indexed(req.namespace) });
       return { total: results.length, succeeded, results };
     },
 

@@ -20,7 +20,7 @@ export async function importEntries(
   namespace: string,
   entries: ImportEntry[],
   policy: "skip" | "overwrite",
-  opts: { now: () => number; hash: (data: string) => string; signal: AbortSignal },
+  opts: { now: () => number; hash: (data: string) => string; signal: AbortSignal; indexed?: () => Promise<void> },
 ): Promise<{ results: ImportResult[]; succeeded: number }> {
   const results: ImportResult[] = [];
   let succeeded = 0;
@@ -45,6 +45,9 @@ export async function importEntries(
       if (existing && policy === "skip") {
         results.push(row(configId, "skipped", "exists (use policy=overwrite to replace it)"));
       } else {
+        // Indexed before each write, not once per import (cached: no store call): a namespace deleted part way is
+        // listed again by the entries written after it.
+        await opts.indexed?.();
         writing = true;
         const { changed } = await store.set(namespace, configId, data, opts.hash(data), opts.now());
         if (changed) succeeded++;

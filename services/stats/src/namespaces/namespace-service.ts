@@ -57,9 +57,7 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
 
     async createNamespace(req) {
       checkTarget(req.namespace);
-      const existed = await index.has(req.namespace);
-      await index.add(req.namespace);
-      return { created: !existed };
+      return { created: await index.create(req.namespace) };
     },
 
     async deleteNamespace(req) {
@@ -95,6 +93,11 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
       }
       await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
       await deps.stats?.forget(ns);
+      // A write that raced the delete in another process may have been indexed there before that process heard of the
+      // removal (its index cache still knew the name), and landed after the data was deleted: it is kept (it came
+      // later), and must stay listed. Counted again now that the delete is done.
+      const [laterConfigs, laterServices] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
+      if (laterConfigs > 0 || laterServices > 0) await index.add(ns);
       return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
     },
   };
