@@ -8,8 +8,9 @@ import { CONNECT_JSON_OPTIONS } from "./connect-unary.js";
 const GRPC = /^application\/grpc/i;
 
 /**
- * A call that arrives with its deadline already passed — `grpc-timeout: 0n` (or `0m`, `0S` …: any zero) on gRPC and
- * gRPC-Web, `connect-timeout-ms: 0` on Connect — is answered `deadline_exceeded` without being started: no interceptor
+ * A call that arrives with its deadline already passed — `grpc-timeout: 0n` (or `0m`, `0S` …: any zero, and anything
+ * under a millisecond, `999u`, `1n`: less time than it takes to read the request) on gRPC and gRPC-Web,
+ * `connect-timeout-ms: 0` on Connect — is answered `deadline_exceeded` without being started: no interceptor
  * and no handler runs, so nothing is applied. That is what the plain Connect unary path does (connect-unary.ts, through
  * the in-process transport); Connect-ES would start the call with an already-aborted signal, and a handler that does
  * not look at it (a write) would run to the end. A malformed timeout is left to Connect-ES, which words the refusal.
@@ -44,7 +45,7 @@ function withDeadlineCheck(handler: UniversalHandler, readMaxBytes: number): Uni
     const value = request.header.get(grpc ? "grpc-timeout" : "connect-timeout-ms");
     if (value === null || !handler.allowedMethods.includes(request.method) || (type !== "" && !handler.supportedContentType(type))) return handler(request);
     const timeout = grpc ? parseGrpcTimeout(value, Number.MAX_SAFE_INTEGER) : parseConnectTimeout(value, Number.MAX_SAFE_INTEGER);
-    return timeout.error === undefined && timeout.timeoutMs === 0 ? refusal(request) : handler(request);
+    return timeout.error === undefined && timeout.timeoutMs! < 1 ? refusal(request) : handler(request);
   };
   const { protocolNames, service, method, requestPath, allowedMethods, supportedContentType } = handler;
   return Object.assign(handle, { protocolNames, service, method, requestPath, allowedMethods, supportedContentType });

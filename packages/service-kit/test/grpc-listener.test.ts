@@ -264,8 +264,12 @@ describe("every protocol of a service's listeners", () => {
     }
   });
 
-  it("refuses a call whose deadline is zero (grpc-timeout 0n, 0m, 0S; connect-timeout-ms 0) without running it", async () => {
-    const zeros: Record<string, string[]> = { connect: ["connect-timeout-ms: 0"], "grpc-web": ["grpc-timeout: 0n", "grpc-timeout: 0m"], grpc: ["grpc-timeout: 0n", "grpc-timeout: 0m", "grpc-timeout: 0S"] };
+  it("refuses a call whose deadline is zero or under a millisecond (grpc-timeout 0n, 0m, 0S, 999u, 1n; connect-timeout-ms 0) without running it", async () => {
+    const zeros: Record<string, string[]> = {
+      connect: ["connect-timeout-ms: 0"],
+      "grpc-web": ["grpc-timeout: 0n", "grpc-timeout: 0m", "grpc-timeout: 999u"],
+      grpc: ["grpc-timeout: 0n", "grpc-timeout: 0m", "grpc-timeout: 0S", "grpc-timeout: 999u", "grpc-timeout: 1n"],
+    };
     const reader = createClient(ConfigService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
     for (const { name, transport } of transports()) {
       const client = createClient(ConfigService, transport);
