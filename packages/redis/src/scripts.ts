@@ -34,12 +34,20 @@ export function runScript(client: RedisClient, script: LuaScript, keys: string[]
   }
 }
 
+/** Most keys and arguments one script call takes (see callScript). */
+export const MAX_SCRIPT_ARGUMENTS = 10_000;
+
 /**
  * Calls `script` on `target`: the client itself (→ its reply), or a pipeline of it (→ the pipeline; the reply comes
  * with `exec`). Register the script on the client ({@link prepareScripts}) before creating the pipeline: a pipeline
  * knows the scripts its client had when it was made.
  */
 export function callScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], target: object = client): unknown {
+  // ioredis spreads a command's arguments more than once on its way to the socket; tens of thousands overflow the stack
+  // inside its auto-pipeline, whose replies then go astray until the process dies. Callers split such work in parts.
+  if (keys.length + args.length > MAX_SCRIPT_ARGUMENTS) {
+    throw new Error(`script ${script.name} was given ${keys.length + args.length} keys and arguments, over the ${MAX_SCRIPT_ARGUMENTS} one call may carry: split the work`);
+  }
   const variable = script.numberOfKeys < 0;
   if (!variable && keys.length !== script.numberOfKeys) throw new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`);
   const run = define(client, script, "late");

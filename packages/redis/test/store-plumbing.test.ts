@@ -67,6 +67,17 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     await hub.close();
   });
 
+  it("a script call of tens of thousands of arguments is refused before it reaches ioredis; the client goes on working", async () => {
+    const count = defineScript("count-args", -1, "return #KEYS + #ARGV");
+    const keys = Array.from({ length: 60_000 }, (_, i) => `{big}:k${i}`);
+    const calls = [runScript(client, count, ["{big}:a"], [1]), runScript(client, count, keys, []), runScript(client, count, ["{big}:b"], [1, 2])];
+    const [small, big, after] = await Promise.allSettled(calls);
+    expect(small).toEqual({ status: "fulfilled", value: 2 });
+    expect((big as PromiseRejectedResult).reason.message).toMatch(/60000 keys and arguments, over the 10000 one call may carry/);
+    expect(after).toEqual({ status: "fulfilled", value: 3 });
+    expect(await runScript(client, count, keys.slice(0, 9_000), [])).toBe(9_000);
+  });
+
   it("an outage becomes StoreUnavailableError naming the server; readiness sees it; scripts survive an emptied script cache", async () => {
     const call = redisCaller(client);
     const incr = defineScript("incr", 1, "return redis.call('INCRBY', KEYS[1], ARGV[1])");

@@ -1,7 +1,7 @@
-// The Redis side of a namespace delete: the script refuses ids that are no longer what the index holds (a concurrent
-// write), and a namespace of more keys than one DEL chunk goes whole.
+// The Redis side of a namespace delete: without force each part refuses once a config has a current version (one
+// written meanwhile survives), and a namespace of tens of thousands of configs goes whole, in parts.
 import { createHash } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { connectRedis, type RedisClient } from "@gov/redis";
 import { redisTargets } from "@gov/testkit";
 import type { ConfigStore } from "../src/store/config-store.js";
@@ -20,16 +20,44 @@ for (const target of redisTargets()) {
     });
     afterAll(async () => Promise.all([store?.close(), raw?.quit()]));
 
-    it("the script does nothing and answers -1 when the config ids it was given are stale", async () => {
+    it("without force a part refuses (-1, nothing done) once a config has a current version; with force it deletes", async () => {
       const ns = freshNamespace();
-      await store.set(ns, "a", "1", sha("1"), 1);
-      await store.set(ns, "b", "1", sha("1"), 1); // written after the caller's read of ["a"]
+      await store.set(ns, "gone", "1", sha("1"), 1);
+      await store.remove(ns, "gone", 2); // only its history is left
+      await store.set(ns, "b", "1", sha("1"), 3); // written after the caller read an empty index
       const [idx, , , , , removed] = configKeys(ns, "");
       const scripts = configScripts(raw);
-      expect(await scripts.deleteNamespace([idx, removed, ...configDataKeys(ns, "a")], eventChannel(ns), ["a"], [])).toBe(-1);
-      expect(await store.list(ns)).toEqual(["a", "b"]);
-      expect(await scripts.deleteNamespace([idx, removed, ...configDataKeys(ns, "a"), ...configDataKeys(ns, "b")], eventChannel(ns), ["a", "b"], [])).toBe(2);
+      expect(await scripts.deleteNamespacePart([idx, removed, ...configDataKeys(ns, "gone")], eventChannel(ns), true, ["gone"])).toBe(-1);
+      expect(await raw.exists(configKeys(ns, "gone")[3])).toBe(1); // the history of "gone" is untouched
+      expect(await store.list(ns)).toEqual(["b"]);
+      expect(await scripts.deleteNamespacePart([idx, removed, ...configDataKeys(ns, "gone"), ...configDataKeys(ns, "b")], eventChannel(ns), false, ["gone", "b"])).toBe(1);
       expect(await store.list(ns)).toEqual([]);
+      expect(await raw.exists(configKeys(ns, "gone")[3], idx, removed)).toBe(0);
+    });
+
+    it("a namespace of 20,000 configs is deleted whole, in parts, and announced config by config", { timeout: 60_000 }, async () => {
+      const ns = freshNamespace();
+      const n = 20_000;
+      // written straight into Redis (what 20,000 PUTs leave), in pipelines: the test is the delete, not the writes
+      for (let i = 0; i < n; i += 2000) {
+        const batch = raw.pipeline();
+        for (let j = i; j < i + 2000; j++) {
+          const [idx, cfg] = configKeys(ns, `c${j}`);
+          batch.sadd(idx, `c${j}`).hset(cfg, { configId: `c${j}`, data: "v", hash: sha("v"), version: 1, createTime: 1 });
+        }
+        await batch.exec();
+      }
+      const seen = new Set<string>();
+      const unsubscribe = store.subscribe((c) => c.namespace === ns && c.op === "remove" && seen.add(c.configId));
+      try {
+        expect(await store.count(ns)).toBe(n);
+        expect(await store.deleteNamespace(ns)).toBe(n);
+        expect(await store.count(ns)).toBe(0);
+        expect(await raw.exists(configKeys(ns, "c0")[1], configKeys(ns, `c${n - 1}`)[1])).toBe(0);
+        await vi.waitFor(() => expect(seen.size).toBe(n), { timeout: 20_000 });
+      } finally {
+        unsubscribe();
+      }
     });
 
     it("a namespace with more keys than one DEL chunk (1,000) is deleted whole", async () => {

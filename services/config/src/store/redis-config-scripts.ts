@@ -165,29 +165,32 @@ type Keys = [idx: string, cfg: string, htr: string, htrLog: string, htrIdxLegacy
 const KEY_COUNT = 6;
 
 /**
- * Deletes a whole namespace's configs. KEYS: idx, removed, then cfg, htr, htrLog, htrIdxLegacy of every config id —
- * first those of cfg_idx (in ARGV order), then those only in cfg_removed. ARGV: channel, #idx ids, #removed ids, the
- * idx ids, the removed ids. The caller read both sets before; if either changed since (a concurrent write), nothing is
- * done and -1 answers "read again". Else every config with a current version is announced as removed, every key
- * deleted, and the number of removed configs returned.
+ * Deletes a part of a namespace's configs: those named in ARGV (at most {@link DELETE_CHUNK} of them, so that no call
+ * carries tens of thousands of arguments). KEYS: idx, removed, then cfg, htr, htrLog, htrIdxLegacy of every id (ARGV
+ * order). ARGV: channel, "1" to refuse unless idx is empty, the ids. Refused: -1, nothing done (the check and the
+ * deletion are one step, so a config written meanwhile survives). Else each config with a current version is announced
+ * as removed, every key of the ids deleted and the ids dropped from both sets; answers how many had a current version.
+ * The caller repeats with what the sets hold then until they are empty.
  */
 const DELETE_NAMESPACE_LUA = `
-local channel, nIdx, nRemoved = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-if redis.call('SCARD', KEYS[1]) ~= nIdx or redis.call('SCARD', KEYS[2]) ~= nRemoved then return -1 end
-for i = 1, nIdx do if redis.call('SISMEMBER', KEYS[1], ARGV[3 + i]) == 0 then return -1 end end
-for i = 1, nRemoved do if redis.call('SISMEMBER', KEYS[2], ARGV[3 + nIdx + i]) == 0 then return -1 end end
+local channel, onlyIfEmpty, n = ARGV[1], ARGV[2] == '1', #ARGV - 2
+if onlyIfEmpty and redis.call('SCARD', KEYS[1]) > 0 then return -1 end
 local removed = 0
-for i = 1, nIdx do
-  local version = redis.call('HGET', KEYS[3 + (i - 1) * 4], 'version')
+for i = 1, n do
+  local id, base = ARGV[2 + i], 3 + (i - 1) * 4
+  local version = redis.call('HGET', KEYS[base], 'version')
   if version then
     removed = removed + 1
-    redis.call('PUBLISH', channel, cjson.encode({ configId = ARGV[3 + i], op = 'remove', version = tonumber(version) }))
+    redis.call('PUBLISH', channel, cjson.encode({ configId = id, op = 'remove', version = tonumber(version) }))
   end
+  redis.call('DEL', KEYS[base], KEYS[base + 1], KEYS[base + 2], KEYS[base + 3])
+  redis.call('SREM', KEYS[1], id)
+  redis.call('SREM', KEYS[2], id)
 end
--- in chunks: unpack() is bounded by Lua's C stack
-for i = 1, #KEYS, 1000 do redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS))) end
 return removed
 `;
+/** Most config ids one namespace-delete call takes (4 keys each). */
+export const DELETE_CHUNK = 250;
 const DELETE_NAMESPACE = defineScript("gov-config-delete-namespace", -1, DELETE_NAMESPACE_LUA);
 
 const SET = defineScript("gov-config-set", KEY_COUNT, SET_LUA);
@@ -208,7 +211,7 @@ export function configScripts(client: RedisClient) {
       runDurableScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
     rollback: (...a: [...Keys, configId: string, target: number, now: number, maxVersions: number, channel: string]) =>
       runDurableScript(client, ROLLBACK, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number] | null>,
-    deleteNamespace: (keys: string[], channel: string, idxIds: string[], removedIds: string[]) =>
-      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, idxIds.length, removedIds.length, ...idxIds, ...removedIds]) as Promise<number>,
+    deleteNamespacePart: (keys: string[], channel: string, onlyIfEmpty: boolean, ids: string[]) =>
+      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, onlyIfEmpty ? "1" : "0", ...ids]) as Promise<number>,
   };
 }

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { describeWriteFailure as describeRedisWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
 import { type ConfigChange, type ConfigOp, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
-import { EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
+import { DELETE_CHUNK, EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
 import { describeWriteFailure } from "./redis-write-outcome.js";
 
 export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadCacheOptions {
@@ -115,30 +115,37 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     },
     async deleteNamespace(ns, options) {
       const [idx, , , , , removedKey] = configKeys(ns, "");
-      // The script needs every key in KEYS (Cluster routing), so the ids are read first; it refuses when either set
-      // changed meanwhile, and the read is repeated. A namespace being written to without pause is reported, not looped on.
-      for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+      const onlyIfEmpty = options?.onlyIfEmpty === true;
+      // The script needs every key in KEYS (Cluster routing), so the ids are read first, then deleted in parts (a
+      // namespace may hold tens of thousands), then read again until none is left. Without force each part refuses
+      // once a config has a current version: "empty" holds atomically with each deletion. A namespace being written
+      // to without pause is reported, not looped on.
+      let removedCount = 0;
+      for (let pass = 0; pass < DELETE_ATTEMPTS; pass++) {
         const replies = await call(() => client.multi().smembers(idx).smembers(removedKey).exec());
         const [[e1, ids], [e2, removed]] = replies as [Error | null, string[]][];
         if (e1 || e2) throw e1 ?? e2;
-        // The script refuses when cfg_idx changed since this read: "empty" holds atomically with the delete.
-        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
-        const current = new Set(ids);
-        const onlyRemoved = removed.filter((id) => !current.has(id));
-        const keys = [idx, removedKey, ...ids.flatMap((id) => configDataKeys(ns, id)), ...onlyRemoved.flatMap((id) => configDataKeys(ns, id))];
-        const maySend = writeMaySend(client);
-        let result: number;
-        try {
-          result = await call(() => scripts.deleteNamespace(keys, eventChannel(ns), ids, removed));
-        } catch (err) {
-          throw describeRedisWriteFailure(err, maySend, {
-            what: `the deletion of the configs of namespace "${ns}"`,
-            howToCheck: `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`,
-          });
-        } finally {
-          for (const id of ids) cache.invalidate(ns, id);
+        if (onlyIfEmpty && ids.length > 0) return undefined;
+        const all = [...new Set([...ids, ...removed])];
+        if (all.length === 0) return removedCount;
+        for (let i = 0; i < all.length; i += DELETE_CHUNK) {
+          const part = all.slice(i, i + DELETE_CHUNK);
+          const keys = [idx, removedKey, ...part.flatMap((id) => configDataKeys(ns, id))];
+          const maySend = writeMaySend(client);
+          let result: number;
+          try {
+            result = await call(() => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
+          } catch (err) {
+            throw describeRedisWriteFailure(err, maySend, {
+              what: `the deletion of the configs of namespace "${ns}"`,
+              howToCheck: `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`,
+            });
+          } finally {
+            for (const id of part) cache.invalidate(ns, id);
+          }
+          if (result < 0) return undefined;
+          removedCount += result;
         }
-        if (result >= 0) return result;
       }
       throw new ConnectError(`namespace "${ns}" kept changing while its configs were being deleted: stop writing to it, then retry`, Code.Aborted);
     },

@@ -172,28 +172,32 @@ const PUT_SERVICE = defineScript("gov-registry-put-service", KEY_COUNT, PUT_SERV
 const SWEEP = defineScript("gov-registry-sweep", KEY_COUNT, SWEEP_LUA);
 
 /**
- * Deletes a whole namespace's services. KEYS: idx, stat, then itc, meta, ttl of every service (ARGV order). ARGV:
- * channel, then the service ids the caller read from idx. If idx changed since (a concurrent write), nothing is done
- * and {-1, 0} answers "read again". Else each instance is announced as deregistered and each service as removed, every
- * key is deleted, and {services, instances} returned.
+ * Deletes a part of a namespace's services: those named in ARGV (at most {@link DELETE_CHUNK}, so that no call carries
+ * tens of thousands of arguments). KEYS: idx, stat, then itc, meta, ttl of every service (ARGV order). ARGV: channel,
+ * "1" to refuse unless idx is empty, the service ids. Refused: {-1, 0}, nothing done. Else each instance is announced as
+ * deregistered and each service as removed, their keys deleted and their ids dropped from idx and stat; once idx is
+ * empty the stat hash goes too. Answers {services, instances}; the caller repeats with what idx holds then until empty.
  */
 const DELETE_NAMESPACE_LUA = `
-local channel, n = ARGV[1], #ARGV - 1
-if redis.call('SCARD', KEYS[1]) ~= n then return { -1, 0 } end
-for i = 1, n do if redis.call('SISMEMBER', KEYS[1], ARGV[1 + i]) == 0 then return { -1, 0 } end end
+local channel, onlyIfEmpty, n = ARGV[1], ARGV[2] == '1', #ARGV - 2
+if onlyIfEmpty and redis.call('SCARD', KEYS[1]) > 0 then return { -1, 0 } end
 local instances = 0
 for i = 1, n do
-  local serviceId = ARGV[1 + i]
-  for _, id in ipairs(redis.call('HKEYS', KEYS[3 + (i - 1) * 3])) do
+  local serviceId, base = ARGV[2 + i], 3 + (i - 1) * 3
+  for _, id in ipairs(redis.call('HKEYS', KEYS[base])) do
     redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'deregister', instanceId = id }))
     instances = instances + 1
   end
   redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'service_remove' }))
+  redis.call('DEL', KEYS[base], KEYS[base + 1], KEYS[base + 2])
+  redis.call('SREM', KEYS[1], serviceId)
+  redis.call('HDEL', KEYS[2], serviceId)
 end
--- in chunks: unpack() is bounded by Lua's C stack
-for i = 1, #KEYS, 1000 do redis.call('DEL', unpack(KEYS, i, math.min(i + 999, #KEYS))) end
+if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
 return { n, instances }
 `;
+/** Most service ids one namespace-delete call takes (3 keys each). */
+export const DELETE_CHUNK = 300;
 const DELETE_NAMESPACE = defineScript("gov-registry-delete-namespace", -1, DELETE_NAMESPACE_LUA);
 
 /** The keys a namespace delete passes: the namespace's index and stat hash, then the three keys of each service. */
@@ -227,7 +231,7 @@ export function registryScripts(client: RedisClient) {
       run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
     putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
     sweep: (keys: Keys, serviceId: string, now: number, channel: string) => runVolatile(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
-    deleteNamespace: (keys: string[], channel: string, serviceIds: string[]) =>
-      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, ...serviceIds]) as Promise<[number, number]>,
+    deleteNamespacePart: (keys: string[], channel: string, onlyIfEmpty: boolean, serviceIds: string[]) =>
+      runDurableScript(client, DELETE_NAMESPACE, keys, [channel, onlyIfEmpty ? "1" : "0", ...serviceIds]) as Promise<[number, number]>,
   };
 }

@@ -2,7 +2,7 @@ import { Cluster } from "ioredis";
 import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
+import { DELETE_CHUNK, EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
 import { cacheRegistryReads, createRegistryReadCache, type RegistryReadCacheOptions } from "./registry-read-cache.js";
 
 export interface RedisRegistryStoreOptions {
@@ -210,23 +210,34 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       return call(() => client.scard(serviceKeys(ns, "")[0]));
     },
     async deleteNamespace(ns, options) {
-      // Every key must be in KEYS (Cluster routing), so the service ids are read first; the script refuses when the
-      // index changed meanwhile, and the read is repeated. A namespace written to without pause is reported.
-      for (let attempt = 0; attempt < DELETE_ATTEMPTS; attempt++) {
+      const onlyIfEmpty = options?.onlyIfEmpty === true;
+      // Every key must be in KEYS (Cluster routing), so the service ids are read first, then deleted in parts (a
+      // namespace may hold tens of thousands), then read again until none is left; without force each part refuses
+      // once a service exists: "empty" holds atomically with each deletion. A namespace registered into without pause
+      // is reported, not looped on.
+      let services = 0;
+      let instances = 0;
+      for (let pass = 0; pass < DELETE_ATTEMPTS; pass++) {
         const ids = await listServices(ns);
-        // The script refuses when svc_idx changed since this read: "empty" holds atomically with the delete.
-        if (options?.onlyIfEmpty && ids.length > 0) return undefined;
-        const maySend = writeMaySend(client);
-        let result: [number, number];
-        try {
-          result = await call(() => scripts.deleteNamespace(namespaceKeys(ns, ids), eventChannel(ns), ids));
-        } catch (err) {
-          throw describeWriteFailure(err, maySend, {
-            what: `the deletion of the services of namespace "${ns}"`,
-            howToCheck: `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`,
-          });
+        if (onlyIfEmpty && ids.length > 0) return undefined;
+        // an empty index still takes one call: it drops the namespace's stat hash
+        for (let i = 0; i === 0 || i < ids.length; i += DELETE_CHUNK) {
+          const part = ids.slice(i, i + DELETE_CHUNK);
+          const maySend = writeMaySend(client);
+          let result: [number, number];
+          try {
+            result = await call(() => scripts.deleteNamespacePart(namespaceKeys(ns, part), eventChannel(ns), onlyIfEmpty, part));
+          } catch (err) {
+            throw describeWriteFailure(err, maySend, {
+              what: `the deletion of the services of namespace "${ns}"`,
+              howToCheck: `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`,
+            });
+          }
+          if (result[0] < 0) return undefined;
+          services += result[0];
+          instances += result[1];
         }
-        if (result[0] >= 0) return { services: result[0], instances: result[1] };
+        if (ids.length === 0) return { services, instances };
       }
       throw new ConnectError(`namespace "${ns}" kept changing while its services were being deleted: stop registering in it, then retry`, Code.Aborted);
     },
