@@ -17,7 +17,7 @@ import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-sto
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
 import { importEntries } from "./import-configs.js";
-import { readImportArchive, writeExportArchive } from "./zip-archive.js";
+import { readAhead, readImportArchive, writeExportArchive } from "./zip-archive.js";
 import { watchChanges } from "./watch-changes.js";
 
 /** What the config service needs of the namespace index (`@gov/namespaces`): a cached, idempotent add. */
@@ -156,9 +156,19 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
     async *exportConfigs(req) {
       checkTarget(req.namespace);
       const ids = await store.list(req.namespace);
-      const configs = (await Promise.all(ids.map((id) => store.get(req.namespace, id)))).filter((c) => c !== undefined);
+      // Read while the archive is written, a few ahead: neither memory nor the store's load grows with the namespace.
+      const read = readAhead(ids.length, (i) => store.get(req.namespace, ids[i]));
+      const entries = ids.map((configId, i) => ({
+        configId,
+        read: async () => {
+          const config = await read(i);
+          if (config) return config.data;
+          // The archive already names it: a config removed while its archive is written cannot be left out any more.
+          throw new ConnectError(`config "${configId}" was deleted while the archive was being written: export again`, Code.Aborted);
+        },
+      }));
       let first = true;
-      for await (const chunk of writeExportArchive(configs)) {
+      for await (const chunk of writeExportArchive(entries)) {
         yield {
           body: { contentType: first ? "application/zip" : "", data: chunk },
           fileName: first ? `${req.namespace}_configs_${now()}.zip` : "",

@@ -94,15 +94,57 @@ export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits
 }
 
 /**
- * The export archive, one entry per config (name = configId, content = data), as a stream of chunks. JSZip writes names
- * verbatim (a name such as "a:b" stays as it is), marks non-ASCII names UTF-8 (bit 11, plus the Info-ZIP Unicode Path
- * field), deflates in 16 KiB steps between event-loop turns, and with a fixed date gives the same bytes for the same
- * configs.
+ * The export archive, one entry per config (name = configId, content = what `read` gives), as a stream of chunks.
+ * JSZip writes names verbatim (a name such as "a:b" stays as it is), marks non-ASCII names UTF-8 (bit 11, plus the
+ * Info-ZIP Unicode Path field), deflates in 16 KiB steps between event-loop turns, and with a fixed date gives the same
+ * bytes for the same configs.
+ *
+ * Each entry's content is read when JSZip reaches it (it reads the entries' streams one after the other), so a
+ * namespace of thousands of large configs costs the memory of a few of them, not of all (see {@link readAhead}).
  */
-export async function* writeExportArchive(configs: { configId: string; data: string }[]): AsyncGenerator<Uint8Array> {
+export async function* writeExportArchive(entries: { configId: string; read: () => Promise<string> }[]): AsyncGenerator<Uint8Array> {
   const zip = new JSZip();
-  for (const c of configs) zip.file(c.configId, c.data, { date: FIXED_DATE, createFolders: false });
+  for (const e of entries) zip.file(e.configId, lazyContent(e.read), { date: FIXED_DATE, createFolders: false, binary: true });
   const stream = zip.generateNodeStream({ type: "nodebuffer", streamFiles: true, compression: "DEFLATE", compressionOptions: { level: 6 } });
   // JSZip hands back an old-style stream; wrap it to get async iteration with back-pressure.
   for await (const chunk of new Readable().wrap(stream)) yield chunk as Buffer;
+}
+
+/** A stream that reads its content only when first asked for it. */
+function lazyContent(read: () => Promise<string>): Readable {
+  let started = false;
+  return new Readable({
+    read() {
+      if (started) return;
+      started = true;
+      read().then(
+        (data) => {
+          this.push(Buffer.from(data, "utf8"));
+          this.push(null);
+        },
+        (err: unknown) => this.destroy(err instanceof Error ? err : new Error(String(err))),
+      );
+    },
+  });
+}
+
+/**
+ * `read(i)` for items read in order: each call also starts the reads of the next `window - 1` items, so a store's
+ * round trips overlap while at most `window` results wait in memory.
+ */
+export function readAhead<T>(count: number, fetch: (i: number) => Promise<T>, window = 8): (i: number) => Promise<T> {
+  const pending = new Map<number, Promise<T>>();
+  const start = (i: number) => {
+    if (i < count && !pending.has(i)) {
+      const p = fetch(i);
+      p.catch(() => undefined); // observed by whoever asks for it
+      pending.set(i, p);
+    }
+  };
+  return (i) => {
+    for (let j = i; j < i + window; j++) start(j);
+    const p = pending.get(i)!;
+    pending.delete(i);
+    return p;
+  };
 }

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { basicConfigIdProblem, writableConfigIdProblem } from "../src/config-id.js";
 import { importEntries } from "../src/import-configs.js";
 import { createMemoryConfigStore } from "../src/store/memory-config-store.js";
-import { readImportArchive } from "../src/zip-archive.js";
+import { readAhead, readImportArchive, writeExportArchive } from "../src/zip-archive.js";
 import { floodZip, rawZip } from "../../../gateway/test/zip-fixtures.js";
 
 const MiB = 1024 * 1024;
@@ -89,5 +89,39 @@ describe("writing an import", () => {
     await expectCode(importEntries(store, "{ns}", entries, "skip", opts), Code.Canceled);
     unsubscribe();
     expect((await store.list("{ns}")).length).toBe(3);
+  });
+});
+
+describe("writing an export archive", () => {
+  it("reads each config when the archive reaches it, a few ahead: never the whole namespace at once", async () => {
+    const n = 200;
+    let inFlight = 0;
+    let mostAtOnce = 0;
+    const read = readAhead(n, async (i) => {
+      inFlight++;
+      mostAtOnce = Math.max(mostAtOnce, inFlight);
+      await new Promise((r) => setImmediate(r));
+      inFlight--;
+      return `content ${i}\n`;
+    });
+    const entries = Array.from({ length: n }, (_, i) => ({ configId: `c${i}.yaml`, read: () => read(i) }));
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of writeExportArchive(entries)) chunks.push(chunk);
+    expect(mostAtOnce).toBeLessThanOrEqual(8);
+    const back = await readImportArchive(Buffer.concat(chunks), { maxZipBytes: 1 << 24, maxZipEntries: 1000, maxZipUncompressedBytes: 1 << 26, maxContentBytes: 1 << 20 } as never, new AbortController().signal);
+    expect(back).toHaveLength(n);
+    expect(back[137]).toEqual({ configId: "c137.yaml", data: "content 137\n" });
+  });
+
+  it("a read that fails (a config deleted while its archive is written) fails the archive with its error", async () => {
+    const gone = new ConnectError('config "b" was deleted while the archive was being written: export again', Code.Aborted);
+    const entries = [
+      { configId: "a", read: async () => "a" },
+      { configId: "b", read: () => Promise.reject(gone) },
+    ];
+    const drain = async () => {
+      for await (const _ of writeExportArchive(entries));
+    };
+    await expect(drain()).rejects.toThrow(/was deleted while the archive was being written/);
   });
 });
