@@ -26,6 +26,46 @@ export const MAX_QUEUED_CHANGES = 256;
 const EXPIRY_SLACK_MS = 5;
 
 /**
+ * Least time between two expiry re-reads of one watch. Each re-read costs the whole service: with thousands of
+ * instances expiring one after another, re-reading at each ttl kept the event loop busy for seconds. Expiries that fall
+ * within one such pause are reported together, still well within a second of their ttl.
+ */
+export const MIN_EXPIRY_REREAD_MS = 100;
+
+/**
+ * The expiry re-reads of a service's watches are shared: the watches wake on one grid of MIN_EXPIRY_REREAD_MS steps
+ * (so together), and a read started less than half a step ago is used again rather than repeated. Each would otherwise
+ * read (and parse) the whole service for itself. A shared result is read-only. One a little old only delays an expiry
+ * to the next step: the ttl still known makes the watch look again.
+ */
+const SHARE_MS = MIN_EXPIRY_REREAD_MS / 2;
+/** The live instances by id, as of `at`. */
+type SharedRead = Promise<{ at: number; byId: Map<string, InstanceRecord> }>;
+const sharedReads = new WeakMap<RegistryStore, Map<string, SharedRead>>();
+
+function readShared(store: RegistryStore, namespace: string, serviceId: string, at: number, read: (at: number) => Promise<InstanceRecord[]>): SharedRead {
+  let reads = sharedReads.get(store);
+  if (!reads) sharedReads.set(store, (reads = new Map()));
+  const key = `${namespace}\u0000${serviceId}`;
+  let shared = reads.get(key);
+  if (!shared) {
+    shared = read(at).then((fresh) => ({ at, byId: new Map(fresh.map((r) => [r.instanceId, r])) }));
+    reads.set(key, shared);
+    const forget = () => void setTimeout(() => reads.delete(key), SHARE_MS).unref();
+    // a failed read is not shared: the next caller tries again at once
+    shared.then(forget, () => reads.delete(key));
+  }
+  return shared;
+}
+
+/** The earliest ttlAt of `records` (undefined: none expires). */
+function earliestTtl(records: Iterable<InstanceRecord>): number | undefined {
+  let earliest: number | undefined;
+  for (const r of records) if (r.ttlAt !== undefined && (earliest === undefined || r.ttlAt < earliest)) earliest = r.ttlAt;
+  return earliest;
+}
+
+/**
  * The instances of one service as they change, until `signal` aborts: first "current" (every live instance), then one
  * event per change. Events are queued from the moment of the call, before the first read, so none is lost between.
  *
@@ -46,7 +86,8 @@ export async function* watchInstances(
   const onChange = (c: RegistryChange) => {
     if (c.namespace !== namespace || c.serviceId !== serviceId || !isInstanceOp(c.op)) return;
     // Bounded: a watcher that does not read costs a bounded amount of memory however many changes arrive.
-    queue = queue.length >= MAX_QUEUED_CHANGES ? ["resync"] : [...queue, c];
+    if (queue.length >= MAX_QUEUED_CHANGES) queue = ["resync"];
+    else queue.push(c);
     wake?.();
   };
   const onResync = () => {
@@ -77,37 +118,48 @@ export async function* watchInstances(
 
   try {
     let known = new Map<string, InstanceRecord>();
-    // The first read fails the watch; later ones wait out a store outage (a failover) instead of ending it.
-    const reread = async (throughOutage = true) => {
-      const list = () => store.listInstances(namespace, serviceId, now());
-      const fresh = throughOutage ? await readThroughOutage(list, signal) : await list();
-      return { fresh, byId: new Map(fresh.map((r) => [r.instanceId, r])) };
-    };
-    const first = await reread(false);
-    known = first.byId;
-    yield { op: "current", instances: first.fresh };
+    // The first read fails the watch; later ones wait out a store outage (a failover) instead of ending it. Expiry
+    // re-reads are shared with the service's other watches; `known` is this watch's own copy.
+    const list = (at = now()) => store.listInstances(namespace, serviceId, at);
+    const rereadShared = () => readThroughOutage(() => readShared(store, namespace, serviceId, now(), list), signal);
+    const first = await list();
+    known = new Map(first.map((r) => [r.instanceId, r]));
+    yield { op: "current", instances: first };
 
+    // A lower bound of the ttls known (exact after every re-read): a renewal or a removal of the earliest instance can
+    // only make the timer fire early, and the re-read then finds nothing expired. Kept so, a change costs no scan.
+    let earliest = earliestTtl(known.values());
+    let lastExpiryRead = Number.NEGATIVE_INFINITY;
     while (!signal.aborted) {
-      let earliest: number | undefined;
-      for (const r of known.values()) if (r.ttlAt !== undefined && (earliest === undefined || r.ttlAt < earliest)) earliest = r.ttlAt;
-      const event = await next(earliest === undefined ? undefined : earliest - now() + EXPIRY_SLACK_MS);
+      // the next step of the grid after the earliest ttl (see readShared), and not within a step of the last re-read
+      const due = earliest === undefined ? undefined : Math.max(earliest + EXPIRY_SLACK_MS, lastExpiryRead + MIN_EXPIRY_REREAD_MS);
+      const wait = due === undefined ? undefined : Math.ceil(due / MIN_EXPIRY_REREAD_MS) * MIN_EXPIRY_REREAD_MS - now();
+      const event = await next(wait);
       if (event === undefined) break;
       if (event === "resync") {
-        const { fresh, byId } = await reread();
-        known = byId;
+        // its own read, as of now: the state after an interruption, not one shared from before it
+        const fresh = await readThroughOutage(() => list(), signal);
+        known = new Map(fresh.map((r) => [r.instanceId, r]));
+        earliest = earliestTtl(known.values());
         yield { op: "resync", instances: fresh };
       } else if (event === "timeout") {
-        const { byId } = await reread();
-        for (const [id, had] of [...known]) {
+        lastExpiryRead = now();
+        const { at, byId } = await rereadShared();
+        const expired: string[] = [];
+        for (const [id, had] of known) {
           const r = byId.get(id);
           // Renewed without an event (throttled): only its new ttl is taken. Anything else that changed (metadata) has
-          // an event on its way, which must still find the difference and be sent, not be swallowed here.
-          if (r) known.set(id, { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs });
-          else {
-            known.delete(id);
-            yield { op: "expired", instanceId: id };
+          // an event on its way, which must still find the difference and be sent, not be swallowed here. Missing
+          // from the read: expired if its ttl had passed then; else it came after the (shared) read, or its deregister
+          // event is on its way.
+          if (!r) {
+            if (had.ttlAt !== undefined && had.ttlAt <= at) expired.push(id);
           }
+          else if (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs) known.set(id, { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs });
         }
+        for (const id of expired) known.delete(id);
+        earliest = earliestTtl(known.values());
+        for (const id of expired) yield { op: "expired", instanceId: id };
       } else if (event.op === "deregister" || event.op === "expired") {
         if (known.delete(event.instanceId!)) yield { op: event.op, instanceId: event.instanceId! };
       } else {
@@ -117,6 +169,7 @@ export async function* watchInstances(
         // An event published before the first read (or before a re-read) arrives after it: what it announces is known.
         if (!r || sameInstance(known.get(r.instanceId), r)) continue;
         known.set(r.instanceId, r);
+        if (r.ttlAt !== undefined && (earliest === undefined || r.ttlAt < earliest)) earliest = r.ttlAt;
         yield { op: event.op as "register" | "renew" | "metadata", instance: r };
       }
     }

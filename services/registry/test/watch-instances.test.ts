@@ -1,6 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
-import { MAX_QUEUED_CHANGES, watchInstances } from "../src/watch-instances.js";
+import { MAX_QUEUED_CHANGES, MIN_EXPIRY_REREAD_MS, watchInstances } from "../src/watch-instances.js";
 import { instance } from "./registry-store.contract.js";
 
 describe("watchInstances", () => {
@@ -40,5 +40,39 @@ describe("watchInstances", () => {
     const next = (await it.next()).value;
     expect(next && next.op === "metadata" && next.instance.metadata).toEqual({ zone: "b" });
     stop.abort();
+  });
+});
+
+describe("watchInstances under expiry load", () => {
+  it("20 watches of a 4,000-instance service: 400 spread expiries each delivered within a second, from a few shared re-reads", { timeout: 60_000 }, async () => {
+    const store = createMemoryRegistryStore();
+    let reads = 0;
+    const counted: typeof store = { ...store, listInstances: (...a) => (reads++, store.listInstances(...a)) };
+    const now = Date.now();
+    for (let i = 0; i < 3_600; i++) await store.register("{x}", instance("s", "fixed", i, { ttlMs: 0 }, now), now);
+    const from = Date.now() + 1_000; // the watches start first: what expires before their first read is not theirs
+    const ttlAt = new Map<string, number>();
+    for (let i = 0; i < 400; i++) {
+      const r = instance("s", "eph", i, { ttlMs: from - now + i * 5 }, now); // ttls spread over 2 s: 400 moments
+      ttlAt.set(r.instanceId, r.ttlAt!);
+      await store.register("{x}", r, now);
+    }
+    const stop = new AbortController();
+    const expired = Array.from({ length: 20 }, () => new Set<string>());
+    let latest = 0;
+    const watches = expired.map(async (seen) => {
+      for await (const e of watchInstances(counted, "{x}", "s", stop.signal)) {
+        if (e.op !== "expired") continue;
+        seen.add(e.instanceId);
+        latest = Math.max(latest, Date.now() - ttlAt.get(e.instanceId)!);
+      }
+    });
+    await vi.waitFor(() => expect(expired.map((s) => s.size)).toEqual(expired.map(() => 400)), { timeout: 30_000, interval: 50 });
+    stop.abort();
+    await Promise.all(watches);
+    expect(latest).toBeLessThan(1_000);
+    // 20 first reads, then re-reads shared by the watches and at most one per MIN_EXPIRY_REREAD_MS: not one per ttl and
+    // watch (8,000 reads of the whole service, which kept a server's event loop busy for seconds)
+    expect(reads).toBeLessThan(20 + (2 * 2_000) / MIN_EXPIRY_REREAD_MS + 20);
   });
 });
