@@ -1,5 +1,5 @@
 import { createClient, type Transport } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import type { RetryOptions } from "./backoff.js";
 import { withAccessToken, type AccessTokenSource } from "./access-token.js";
@@ -95,9 +95,15 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   };
 
   const keepalive = options.keepalive;
+  // The HTTP/2 connection this client opens for its keepalive streams is its own to close (close() does); one passed
+  // in as a transport belongs to the caller.
+  const sessions = keepalive && !("transport" in keepalive) ? new Http2SessionManager(keepalive.baseUrl) : undefined;
   const keepaliveDeps = keepalive && {
     ...regDeps,
-    keepaliveClient: createClient(RegistryService, authorized("transport" in keepalive ? keepalive.transport : createConnectTransport({ baseUrl: keepalive.baseUrl, httpVersion: "2" }))),
+    keepaliveClient: createClient(
+      RegistryService,
+      authorized("transport" in keepalive ? keepalive.transport : createConnectTransport({ baseUrl: keepalive.baseUrl, httpVersion: "2", sessionManager: sessions })),
+    ),
   };
 
   const cacheOf = async (serviceId: string): Promise<ServiceCache> => {
@@ -153,6 +159,7 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
         const all = [...registrations];
         registrations.clear();
         const results = await Promise.allSettled(all.map((r) => r.close()));
+        sessions?.abort();
         const failed = results.find((r) => r.status === "rejected");
         if (failed) throw (failed as PromiseRejectedResult).reason;
       })();

@@ -1,7 +1,7 @@
 import net from "node:net";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { createMemoryRegistryStore } from "@gov/registry-service";
 import { ns as secureNs, ROOT_PASSWORD, startSecure, type SecureProcess } from "../../../services/security/test/harness.js";
@@ -51,11 +51,24 @@ describe("registry client: a registry that accepts connections and never answers
 describe("registry client: close()", () => {
   let gateway: RegistryGateway;
   let url: string;
+  let grpcUrl: string;
   beforeAll(async () => {
     gateway = await createRegistryGateway(createMemoryRegistryStore());
-    url = (await gateway.listen()).url;
+    ({ url, grpcUrl } = await gateway.listen());
   });
   afterAll(() => gateway?.close());
+
+  it("closes the HTTP/2 connection it opened for keepalive streams (left open, each closed client kept one)", async () => {
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === "TCPSocketWrap").length;
+    const before = sockets();
+    const client = createRegistryClient({ baseUrl: url, namespace: "{dev}", serviceId: "ka", keepalive: { baseUrl: grpcUrl } });
+    await client.register({ schema: "http", host: "10.0.0.9", port: 80 });
+    expect(sockets()).toBeGreaterThan(before); // both ends of the connection are in this process
+    await client.close();
+    // (the unary calls' HTTP/1.1 sockets are the agent's: it closes idle ones after 5 s; the server would keep an idle
+    // HTTP/2 session for a minute)
+    await vi.waitFor(() => expect(sockets()).toBeLessThanOrEqual(before), { timeout: 15_000, interval: 100 });
+  });
 
   it("a second close() while the first deregisters waits for the deregistration too", async () => {
     const inner = createConnectTransport({ baseUrl: url, httpVersion: "1.1" });

@@ -102,7 +102,11 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   let changes = 0;
   const unsubscribe = store.onChange((change) => {
     changes++;
-    if (change.kind === "user") principals.delete(change.name);
+    if (change.kind === "user") {
+      principals.delete(change.name);
+      // what an outage falls back on must not outlive a delete, a lock or a role change: the next read sets it again
+      lastKnown.delete(change.name);
+    }
     else {
       principals.clear();
       if (change.kind === "all") cacheTrusted = change.trusted;

@@ -74,6 +74,23 @@ describe("security core: the cached caller of a bearer header", () => {
     expect(core.cachedPrincipal(fresh(header))).toBeUndefined();
   });
 
+  it("the management listener's outage fallback forgets a user deleted before the outage", async () => {
+    const { core, store, header } = await setup();
+    expect(await core.managementRole(header)).toBe("user");
+    const getUser = store.getUser.bind(store);
+    const down = () => {
+      store.getUser = async () => {
+        throw new Error("the store is unreachable");
+      };
+    };
+    down();
+    expect(await core.managementRole(header)).toBe("user"); // the outage: the role as last read
+    store.getUser = getUser;
+    await store.removeUser("ann");
+    down();
+    expect(await core.managementRole(header)).toBeUndefined();
+  });
+
   it("tells headers apart: another token, or none, is not the last one's caller", async () => {
     const { core, header } = await setup();
     await core.authenticate(header);
