@@ -51,10 +51,17 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     if (!user) throw new ConnectError(`user ${JSON.stringify(username)} does not exist`, Code.NotFound);
     return user;
   };
-  const filtered = async (req: { query: string; from: string; to: string; successful?: boolean }) => {
+  /**
+   * The entries that match, newest first, a part at a time: a filter over a log of 100,000 entries holds one part (and
+   * what it keeps of it), and gives other requests a turn between parts.
+   */
+  const filtered = async function* (req: { query: string; from: string; to: string; successful?: boolean }) {
     const match = auditMatcher(req);
     await audit.flushed(); // what was recorded before this query is in it
-    return (await store.readAudit(Date.now() - OPEN_SHOWN_AFTER_MS)).filter(match);
+    for await (const part of store.scanAudit(Date.now() - OPEN_SHOWN_AFTER_MS)) {
+      yield part.filter(match);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   };
   return {
     async login(req) {
@@ -174,9 +181,11 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         await audit.flushed();
         ({ entries: page, total } = await store.readAuditPage(req.offset, limit, Date.now() - OPEN_SHOWN_AFTER_MS)); // no filter: read just the page
       } else {
-        const all = await filtered(req);
-        page = all.slice(req.offset, req.offset + limit);
-        total = all.length;
+        page = [];
+        total = 0;
+        for await (const part of filtered(req)) {
+          for (const e of part) if (total++ >= req.offset && page.length < limit) page.push(e);
+        }
       }
       return {
         total,
@@ -186,14 +195,25 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async *exportAuditLog(req, ctx) {
       if (req.offset < 0) throw invalid("offset must be 0 or more");
       if (req.limit < 0) throw invalid("limit must be 0 (everything) or more");
-      // the same entries as the query's pages from `offset` on; any number of them (limit 0: all)
-      const all = await filtered(req);
-      const rows = all.slice(req.offset, req.limit > 0 ? req.offset + req.limit : undefined);
+      // the same entries as the query's pages from `offset` on; any number of them (limit 0: all), sent as they are read
       const encoder = new TextEncoder();
-      yield { body: { contentType: "text/csv; charset=utf-8", data: encoder.encode(csvRow(CSV_HEADER)) }, fileName: `audit-log_${now()}.csv` };
-      for (let i = 0; i < rows.length && !ctx.signal.aborted; i += ROWS_PER_CHUNK) {
-        yield { body: { data: encoder.encode(rows.slice(i, i + ROWS_PER_CHUNK).map(csvRecord).join("")) } };
+      const header = { body: { contentType: "text/csv; charset=utf-8", data: encoder.encode(csvRow(CSV_HEADER)) }, fileName: `audit-log_${now()}.csv` };
+      let skip = req.offset;
+      let left = req.limit > 0 ? req.limit : Number.POSITIVE_INFINITY;
+      let started = false;
+      for await (const part of filtered(req)) {
+        // after the first read: a store that cannot be read is refused with its status, not a cut-off download
+        if (!started) yield header;
+        started = true;
+        const rows = part.slice(Math.min(skip, part.length), Math.min(part.length, skip + left));
+        skip = Math.max(0, skip - part.length);
+        left -= rows.length;
+        for (let i = 0; i < rows.length && !ctx.signal.aborted; i += ROWS_PER_CHUNK) {
+          yield { body: { data: encoder.encode(rows.slice(i, i + ROWS_PER_CHUNK).map(csvRecord).join("")) } };
+        }
+        if (left <= 0 || ctx.signal.aborted) break;
       }
+      if (!started) yield header;
     },
   };
 }

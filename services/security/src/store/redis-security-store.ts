@@ -1,6 +1,6 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
-import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
+import { collectAudit, OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
   /** The system namespace (`gov-{system}`): every key starts with it. */
@@ -169,21 +169,25 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return Number(await call(() => runDurableScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));
     },
     async readAudit(openBefore) {
-      // The open entries first (an entry that gets its outcome meanwhile is then also in the log: the log's wins), then
-      // the log in chunks, each one round trip: the event loop is free between them. New entries pushed meanwhile
-      // shift the list, so an entry may come twice: ids drop the repeats.
-      const opened = new Map(parseAudit(await call(() => client.hvals(keys.auditOpen))).flatMap((e) => (e.opTime < openBefore ? [[e.id, e] as const] : [])));
-      const seen = new Set<string>();
-      const logged: AuditRecord[] = [];
+      return collectAudit(store.scanAudit(openBefore));
+    },
+    async *scanAudit(openBefore) {
+      // The open entries first, then the log in parts, each one round trip: the event loop is free between them. New
+      // entries pushed meanwhile shift the list, so an entry may come twice: ids drop the repeats (an entry that got
+      // its outcome while the log was read was reported open already).
+      const opened = parseAudit(await call(() => client.hvals(keys.auditOpen))).filter((e) => e.opTime < openBefore);
+      const seen = new Set(opened.map((e) => e.id));
+      yield newestFirst(opened);
       for (let start = 0; ; start += AUDIT_CHUNK) {
         const list = await call(() => client.lrange(keys.audit, start, start + AUDIT_CHUNK - 1));
+        const part: AuditRecord[] = [];
         for (const e of parseAudit(list)) {
           if (seen.has(e.id)) continue;
           seen.add(e.id);
-          opened.delete(e.id);
-          logged.push(e);
+          part.push(e);
         }
-        if (list.length < AUDIT_CHUNK) return [...newestFirst(opened.values()), ...logged];
+        yield part;
+        if (list.length < AUDIT_CHUNK) return;
       }
     },
     async readAuditPage(offset, limit, openBefore) {

@@ -119,6 +119,11 @@ export interface SecurityStore {
    * way), then the log (read in chunks: the event loop is never held for the whole log).
    */
   readAudit(openBefore: number): Promise<AuditRecord[]>;
+  /**
+   * What `readAudit` reads, in parts (newest first; the open entries come first, and one that gets its outcome while
+   * the log is being read is reported open): a filter over the whole log holds a part at a time, not the log.
+   */
+  scanAudit(openBefore: number): AsyncIterable<AuditRecord[]>;
   /** One page of what `readAudit` reads, and how many entries that is (a query without filters). */
   readAuditPage(offset: number, limit: number, openBefore: number): Promise<{ entries: AuditRecord[]; total: number }>;
   /** The shared JWT key: the stored one, or `candidate` stored now if there is none (first replica wins). */
@@ -126,4 +131,11 @@ export interface SecurityStore {
   /** Listens to changes from every replica; returns the unsubscribe. */
   onChange(listener: (change: SecurityChange) => void): () => void;
   close(): Promise<void>;
+}
+
+/** Every part of a scan, in one array. */
+export async function collectAudit(parts: AsyncIterable<AuditRecord[]>): Promise<AuditRecord[]> {
+  const all: AuditRecord[] = [];
+  for await (const part of parts) all.push(...part);
+  return all;
 }
