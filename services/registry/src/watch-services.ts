@@ -4,6 +4,27 @@ import type { RegistryChange, RegistryStore } from "./store/registry-store.js";
 /** What a watch of a namespace's service list yields. */
 export type ServiceWatchEvent = { op: "current" | "resync"; serviceIds: string[] } | { op: "add" | "remove"; serviceId: string };
 
+/** Reads of service lists begun so far, by every watch: orders reads against the changes the watches note. */
+let readsBegun = 0;
+const inFlight = new WeakMap<RegistryStore, Map<string, { begun: number; ids: Promise<string[]> }>>();
+
+/**
+ * The namespace's service list from a read begun after read number `after` — one in flight if there is such (the
+ * namespace's watches wake on the same event, and each would otherwise read the whole list), else a new one. Shared
+ * results are read-only.
+ */
+function readSince(store: RegistryStore, namespace: string, after: number): Promise<string[]> {
+  let reads = inFlight.get(store);
+  if (!reads) inFlight.set(store, (reads = new Map()));
+  const current = reads.get(namespace);
+  if (current && current.begun > after) return current.ids;
+  const read = { begun: ++readsBegun, ids: store.listServices(namespace) };
+  reads.set(namespace, read);
+  const done = () => reads.get(namespace) === read && reads.delete(namespace);
+  read.ids.then(done, done);
+  return read.ids;
+}
+
 /**
  * The service ids of one namespace as they change, until `signal` aborts: first "current" (every service id), then
  * "add" and "remove" per change; "resync" (every service id as it is now) after the store's event feed was lost.
@@ -15,10 +36,13 @@ export type ServiceWatchEvent = { op: "current" | "resync"; serviceIds: string[]
  */
 export async function* watchServices(store: RegistryStore, namespace: string, signal: AbortSignal): AsyncGenerator<ServiceWatchEvent> {
   let pending: "none" | "change" | "resync" = "none";
+  /** The read count when the last change was noted: a read begun after it (by any watch of the namespace) has it. */
+  let changedAt = 0;
   let wake: (() => void) | undefined;
   const onChange = (c: RegistryChange) => {
     if (c.namespace !== namespace || (c.op !== "service_add" && c.op !== "service_remove")) return;
     if (pending === "none") pending = "change";
+    changedAt = readsBegun;
     wake?.();
   };
   const onResync = () => {
@@ -39,8 +63,10 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
       }
       const why = pending;
       pending = "none"; // before the read: an event arriving during it asks for another
-      // a store outage (a failover) delays the next message instead of ending the watch
-      const fresh = await readThroughOutage(() => store.listServices(namespace), signal);
+      const after = changedAt;
+      // A store outage (a failover) delays the next message instead of ending the watch. After a change, a read of the
+      // namespace's other watches serves too if it began since; a resync reads anew.
+      const fresh = await readThroughOutage(() => (why === "resync" ? store.listServices(namespace) : readSince(store, namespace, after)), signal);
       if (why === "resync") {
         known = fresh;
         yield { op: "resync", serviceIds: fresh };

@@ -147,3 +147,27 @@ for (const target of redisTargets()) {
     }, 30_000);
   });
 }
+
+describe("watchServices: many watches of one namespace", () => {
+  for (const target of [{ name: "embedded", skip: "", url: "" }, ...redisTargets().filter((t) => t.name === "redis")]) {
+    it.skipIf(target.skip)(`on ${target.name}: 20 watches share their reads of the list, and each sees every add`, async () => {
+      const store = target.url ? await createRedisRegistryStore(await connectRedis(target.url)) : createMemoryRegistryStore();
+      let reads = 0;
+      const counted: RegistryStore = { ...store, listServices: (ns) => (reads++, store.listServices(ns)) };
+      const ns = freshNamespace();
+      for (let i = 0; i < 500; i++) await store.putService(ns, `base${i}`);
+      const watches = Array.from({ length: 20 }, () => collect(counted, ns));
+      try {
+        await expect.poll(() => watches.every((w) => w.ops.length === 1), { timeout: 5_000 }).toBe(true);
+        const first = reads;
+        for (let i = 0; i < 50; i++) await store.putService(ns, `s${i}`);
+        await expect.poll(() => watches.map((w) => w.ops.filter((o) => o.startsWith("add:")).length), { timeout: 10_000 }).toEqual(watches.map(() => 50));
+        // one read per change (or fewer, changes that arrive together share one), not one per change and watch
+        expect(reads - first).toBeLessThanOrEqual(2 * 50);
+      } finally {
+        await Promise.all(watches.map((w) => w.close()));
+        await store.close();
+      }
+    });
+  }
+});
