@@ -98,6 +98,45 @@ for (const target of redisTargets()) {
       await expect.poll(async () => b.listInstances(ns, "svc", T + 110), { timeout: 1000, interval: 5 }).toEqual([]);
     });
 
+    it("a change to one instance of a large cached service reads that instance again, not the whole service", async () => {
+      const ns = freshNamespace("c");
+      const now = Date.now();
+      for (let i = 0; i < 2000; i += 500) await Promise.all(Array.from({ length: 500 }, (_, j) => a.register(ns, instance("svc", `h${i + j}`, 1, { ttlMs: 600_000 }, now), now)));
+      const events = eventsOf(b, ns);
+      await registerHeard(a, b, ns, instance("svc", "last", 1, { ttlMs: 600_000 }, now), now);
+      const list = () => b.listInstances(ns, "svc", Date.now());
+      expect(await list()).toHaveLength(2001); // cached now
+      const server = await connectRedis(target.url);
+      // whole-service reads (HGETALL) on every node: a Cluster's slot may be on any
+      const wholeReads = async () => {
+        const nodes = "nodes" in server ? (server as unknown as { nodes(role: string): RedisClient[] }).nodes("master") : [server];
+        let n = 0;
+        for (const node of nodes) n += Number(/cmdstat_hgetall:calls=(\d+)/.exec(await node.info("commandstats"))?.[1] ?? 0);
+        return n;
+      };
+      try {
+        const before = await wholeReads();
+        const y = instance("svc", "new", 1, { ttlMs: 600_000, metadata: { zone: "b" } }, Date.now());
+        await a.register(ns, y, Date.now());
+        await events.heard(`register ${y.instanceId}`);
+        await a.setMetadata(ns, "svc", "svc@http#h7#1", { zone: "c" }, Date.now());
+        await events.heard("metadata svc@http#h7#1");
+        await a.deregister(ns, "svc", "svc@http#h8#1", Date.now());
+        await events.heard("deregister svc@http#h8#1");
+        const after = await list();
+        expect(after).toHaveLength(2001);
+        expect(ids(after)).toEqual([...ids(after)].sort()); // still in instance-id order
+        expect(after.find((r) => r.instanceId === y.instanceId)?.metadata).toEqual({ zone: "b" });
+        expect(after.find((r) => r.instanceId === "svc@http#h7#1")?.metadata).toEqual({ zone: "c" });
+        expect(ids(after)).not.toContain("svc@http#h8#1");
+        expect(await wholeReads()).toBe(before);
+        expect(after).toEqual(await a.listInstances(ns, "svc", Date.now())); // what a fresh read of the store says
+      } finally {
+        events.stop();
+        await server.quit();
+      }
+    });
+
     it("a renewal through the store itself updates its cached entry", async () => {
       const ns = freshNamespace("c");
       const T = 1_700_000_000_000;
@@ -178,5 +217,31 @@ describe("registry read cache: bounds and late reads", () => {
     expect(cache.lookup("ns", "s", T)).toHaveLength(1);
     expect(cache.lookup("ns", "s", T - 1)).toBeUndefined(); // before the read: it may have missed an instance live then
     expect(cache.lookup("ns", "s", T + 60_000)).toBeUndefined(); // the ttl passed
+  });
+
+  it("an instance changed since the read is read again alone; a read of it that raced another change is not used", () => {
+    const cache = createRegistryReadCache();
+    cache.clear(true);
+    fill(cache, "s", 3);
+    const [r0, r1, r2] = records("s", 3);
+    cache.instanceChanged("ns", "s", r1.instanceId);
+    expect(cache.lookup("ns", "s", T)).toEqual({ stale: [r1.instanceId] });
+    // the stale one read again, while another instance changes: the result may be older than that change
+    const racing = cache.begin("ns", "s");
+    cache.instanceChanged("ns", "s", r2.instanceId);
+    expect(cache.endPatch(racing, [r1.instanceId], [{ ...r1, weight: 7 }])).toBeUndefined();
+    expect(cache.lookup("ns", "s", T)).toEqual({ stale: [r1.instanceId, r2.instanceId] });
+    // read again undisturbed: used, in id order, and the entry is whole again; a gone one is left out
+    const patch = cache.begin("ns", "s");
+    const patched = cache.endPatch(patch, [r2.instanceId, r1.instanceId], [undefined, { ...r1, weight: 7 }]);
+    expect(patched?.map((r) => [r.instanceId, r.weight])).toEqual([[r0.instanceId, r0.weight], [r1.instanceId, 7]]);
+    expect(cache.lookup("ns", "s", T)).toEqual(patched);
+    expect(cache.size.instances).toBe(2);
+    // a deregistration needs no read
+    cache.instanceGone("ns", "s", r0.instanceId);
+    expect(cache.lookup("ns", "s", T)?.length).toBe(1);
+    // past MAX_STALE changed instances the entry goes: one read of the service is then cheaper
+    for (let i = 0; i < 33; i++) cache.instanceChanged("ns", "s", `s@http#x${i}#1`);
+    expect(cache.lookup("ns", "s", T)).toBeUndefined();
   });
 });

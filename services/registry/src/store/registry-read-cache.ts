@@ -15,7 +15,13 @@ export interface RegistryReadCacheOptions {
 interface Entry {
   readonly namespace: string;
   readonly serviceId: string;
+  /** Sorted by instance id. */
   instances: readonly InstanceRecord[];
+  /**
+   * Instances registered or changed since (an event said so): each is read again on its own before the entry is
+   * served, so that a change to one instance of a large service does not cost a read of all of them.
+   */
+  readonly stale: Set<string>;
   readonly readAt: number;
   /** The earliest ttlAt among the instances (Infinity when all are fixed): past it the entry is no longer current. */
   validUntil: number;
@@ -30,6 +36,12 @@ interface ReadTicket {
   readonly seq: number;
 }
 
+/** Past this many instances to read again, the entry goes: one read of the service is then cheaper. */
+const MAX_STALE = 32;
+
+/** The order of `listInstances` (the store port's rule): a patched entry keeps it. */
+const byInstanceId = (a: InstanceRecord, b: InstanceRecord) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0);
+
 const earliestTtlAt = (instances: readonly InstanceRecord[]) => {
   let earliest = Infinity;
   for (const r of instances) if (r.ttlAt !== undefined && r.ttlAt < earliest) earliest = r.ttlAt;
@@ -41,8 +53,10 @@ const earliestTtlAt = (instances: readonly InstanceRecord[]) => {
  *
  * Why it never drops a live instance nor keeps a dead one:
  * - An instance becomes live only by a registration and dies early only by a deregistration, a re-registration (its
- *   ttl may shrink, it may become fixed) or a service deletion; each publishes an event that drops the entry (and a
- *   write through this store drops it at once, for read-your-writes).
+ *   ttl may shrink, it may become fixed) or a service deletion; each publishes an event (and a write through this
+ *   store tells the cache at once, for read-your-writes). A deregistration or an expiry removes the instance from the
+ *   entry; a registration or a metadata change marks it stale, and the next read reads that one instance again before
+ *   it answers (a read of the whole service when that fails or races another change); anything else drops the entry.
  * - Otherwise an instance dies when its ttlAt passes, which needs no event: an entry is served only while `now` is
  *   before the earliest ttlAt it holds, so every instance it returns is live at `now`.
  * - A renewal only pushes ttlAt later, and most renewals publish nothing (see shouldPublishRenew). An entry may thus
@@ -83,11 +97,36 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
   };
 
   return {
-    /** The live instances at `now` when the service's entry is current, else undefined (read the store). */
-    lookup(namespace: string, serviceId: string, now: number): readonly InstanceRecord[] | undefined {
+    /**
+     * The live instances at `now` when the service's entry is current and none of them is stale; `{ stale }`: current
+     * but for those instances, which the caller reads and hands to `endPatch`; undefined: read the store.
+     */
+    lookup(namespace: string, serviceId: string, now: number): readonly InstanceRecord[] | { stale: string[] } | undefined {
       const entry = entryOf(namespace, serviceId);
       if (entry === undefined || now < entry.readAt || now >= entry.validUntil) return undefined;
       entry.referenced = true;
+      return entry.stale.size === 0 ? entry.instances : { stale: [...entry.stale] };
+    },
+
+    /**
+     * Ends the read of stale instances (`records[i]` is `ids[i]` as read, undefined when it is gone), begun with
+     * `begin`: the entry with them in place, or undefined when it may not be used (another change or a clear came
+     * meanwhile, or the entry went) — then read the whole service. Call exactly once per ticket (also on failure).
+     */
+    endPatch(ticket: ReadTicket, ids: string[], records?: (InstanceRecord | undefined)[]): readonly InstanceRecord[] | undefined {
+      const { namespace, serviceId } = ticket;
+      const valid = guard.end(namespace, serviceId, ticket.seq);
+      const entry = entryOf(namespace, serviceId);
+      if (!valid || records === undefined || entry === undefined) return undefined;
+      const replaced = new Set(ids);
+      const patched = entry.instances.filter((r) => !replaced.has(r.instanceId));
+      for (const r of records) if (r !== undefined) patched.push(Object.freeze(r));
+      patched.sort(byInstanceId);
+      instances += patched.length - entry.instances.length;
+      entry.instances = Object.freeze(patched);
+      entry.validUntil = earliestTtlAt(patched);
+      for (const id of ids) entry.stale.delete(id);
+      evictBeyondBounds();
       return entry.instances;
     },
 
@@ -102,7 +141,7 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
       if (read !== undefined && valid && read.instances.length <= maxInstances) {
         const old = entryOf(namespace, serviceId);
         if (old !== undefined) drop(old);
-        const entry: Entry = { namespace, serviceId, instances: Object.freeze(read.instances), readAt: read.readAt, validUntil: earliestTtlAt(read.instances), referenced: false };
+        const entry: Entry = { namespace, serviceId, instances: Object.freeze(read.instances), stale: new Set(), readAt: read.readAt, validUntil: earliestTtlAt(read.instances), referenced: false };
         let services = entries.get(namespace);
         if (services === undefined) entries.set(namespace, (services = new Map()));
         services.set(serviceId, entry);
@@ -136,9 +175,35 @@ export function createRegistryReadCache(options: RegistryReadCacheOptions = {}) 
       entry.validUntil = earliestTtlAt(renewed);
     },
 
-    /** A change event: every instance or service op but a renewal drops the service's entry (see above). */
+    /** One instance changed (registered, re-registered, new metadata): read it again before the entry is served. */
+    instanceChanged(namespace: string, serviceId: string, instanceId: string): void {
+      guard.invalidate(namespace, serviceId);
+      const entry = entryOf(namespace, serviceId);
+      if (entry === undefined) return;
+      entry.stale.add(instanceId);
+      if (entry.stale.size > MAX_STALE) drop(entry);
+    },
+
+    /** One instance is gone (deregistered, expired): the entry goes on without it. */
+    instanceGone(namespace: string, serviceId: string, instanceId: string): void {
+      guard.invalidate(namespace, serviceId);
+      const entry = entryOf(namespace, serviceId);
+      if (entry === undefined) return;
+      entry.stale.delete(instanceId);
+      const kept = entry.instances.filter((r) => r.instanceId !== instanceId);
+      if (kept.length === entry.instances.length) return;
+      instances -= entry.instances.length - kept.length;
+      entry.instances = Object.freeze(kept);
+      entry.validUntil = earliestTtlAt(kept);
+    },
+
+    /** A change event (see above): a renewal changes nothing here; a service added or removed drops the entry. */
     apply(change: RegistryChange): void {
-      if (change.op !== "renew") this.invalidate(change.namespace, change.serviceId);
+      const { namespace, serviceId, instanceId } = change;
+      if (change.op === "renew") return;
+      if (instanceId !== undefined && (change.op === "deregister" || change.op === "expired")) this.instanceGone(namespace, serviceId, instanceId);
+      else if (instanceId !== undefined && (change.op === "register" || change.op === "metadata")) this.instanceChanged(namespace, serviceId, instanceId);
+      else this.invalidate(namespace, serviceId);
     },
 
     /** Whether an event of `namespace` could change anything: an entry of it is cached, or a read is in flight. */
@@ -166,37 +231,50 @@ export type RegistryReadCache = ReturnType<typeof createRegistryReadCache>;
 /**
  * `store` with `listInstances` (and so `/lb`) served from `cache` while the service's entry is current. The cache must
  * be fed the store's change events (`cache.apply`) and cleared when the event feed is lost or back (`cache.clear`);
- * the Redis store does that (see redis-registry-store.ts). Writes through the wrapper drop their service's entry
+ * the Redis store does that (see redis-registry-store.ts). Writes through the wrapper tell the cache what they changed
  * when they are done, whatever their outcome (an unknown outcome may have changed it).
  */
 export function cacheRegistryReads(store: RegistryStore, cache: RegistryReadCache): RegistryStore {
-  const thenInvalidate = async <R>(ns: string, serviceId: string, write: Promise<R>): Promise<R> => {
+  /** A write's outcome told to the cache whatever it is (an unknown outcome may have changed the instance). */
+  const thenTell = async <R>(write: Promise<R>, tell: () => void): Promise<R> => {
     try {
       return await write;
     } finally {
-      cache.invalidate(ns, serviceId);
+      tell();
+    }
+  };
+  const readAll = async (ns: string, serviceId: string, now: number) => {
+    const ticket = cache.begin(ns, serviceId);
+    let read: { instances: InstanceRecord[]; readAt: number } | undefined;
+    try {
+      const instances = (await store.listInstances(ns, serviceId, now)).map((r) => Object.freeze(r)); // sorted by id (the port's rule)
+      read = { instances, readAt: now };
+      return instances.slice();
+    } finally {
+      cache.end(ticket, read);
     }
   };
   return {
     ...store,
     async listInstances(ns, serviceId, now) {
       const hit = cache.lookup(ns, serviceId, now);
+      if (hit === undefined) return readAll(ns, serviceId, now);
       // A copy: callers may sort or filter what they get; the records themselves are shared and frozen.
-      if (hit !== undefined) return hit.slice();
+      if (!("stale" in hit)) return hit.slice();
       const ticket = cache.begin(ns, serviceId);
-      let read: { instances: InstanceRecord[]; readAt: number } | undefined;
+      let records: (InstanceRecord | undefined)[] | undefined;
+      let patched: readonly InstanceRecord[] | undefined;
       try {
-        const instances = (await store.listInstances(ns, serviceId, now)).map((r) => Object.freeze(r));
-        read = { instances, readAt: now };
-        return instances.slice();
+        records = await Promise.all(hit.stale.map((id) => store.getInstance(ns, serviceId, id, now)));
       } finally {
-        cache.end(ticket, read);
+        patched = cache.endPatch(ticket, hit.stale, records);
       }
+      return patched === undefined ? readAll(ns, serviceId, now) : patched.slice();
     },
-    register: (ns, r, now) => thenInvalidate(ns, r.serviceId, store.register(ns, r, now)),
-    deregister: (ns, serviceId, instanceId, now) => thenInvalidate(ns, serviceId, store.deregister(ns, serviceId, instanceId, now)),
-    setMetadata: (ns, serviceId, instanceId, metadata, now) => thenInvalidate(ns, serviceId, store.setMetadata(ns, serviceId, instanceId, metadata, now)),
-    deleteService: (ns, serviceId, now) => thenInvalidate(ns, serviceId, store.deleteService(ns, serviceId, now)),
+    register: (ns, r, now) => thenTell(store.register(ns, r, now), () => cache.instanceChanged(ns, r.serviceId, r.instanceId)),
+    deregister: (ns, serviceId, instanceId, now) => thenTell(store.deregister(ns, serviceId, instanceId, now), () => cache.instanceGone(ns, serviceId, instanceId)),
+    setMetadata: (ns, serviceId, instanceId, metadata, now) => thenTell(store.setMetadata(ns, serviceId, instanceId, metadata, now), () => cache.instanceChanged(ns, serviceId, instanceId)),
+    deleteService: (ns, serviceId, now) => thenTell(store.deleteService(ns, serviceId, now), () => cache.invalidate(ns, serviceId)),
     // its removals are announced too, but a read in this process right after the delete must not wait for them
     async deleteNamespace(ns, options) {
       try {
