@@ -110,18 +110,28 @@ export async function* writeExportArchive(entries: { configId: string; read: () 
   for await (const chunk of new Readable().wrap(stream)) yield chunk as Buffer;
 }
 
-/** A stream that reads its content only when first asked for it. */
+/** Most bytes an entry's stream hands JSZip at once: each slice is deflated in its own event-loop turn. */
+const CONTENT_SLICE = 64 * 1024;
+
+/**
+ * A stream that reads its content only when first asked for it, and hands it over in slices, each in an event-loop
+ * turn of its own: an embedded store answers at once, and without the turns a whole export would run in one (other
+ * requests waited seconds), where JSZip itself gives a turn between steps only to content it was handed whole.
+ */
 function lazyContent(read: () => Promise<string>): Readable {
-  let started = false;
+  let content: Promise<Buffer> | undefined;
+  let offset = 0;
   return new Readable({
     read() {
-      if (started) return;
-      started = true;
-      read().then(
-        (data) => {
-          this.push(Buffer.from(data, "utf8"));
-          this.push(null);
-        },
+      content ??= read().then((data) => Buffer.from(data, "utf8"));
+      content.then(
+        (bytes) =>
+          setImmediate(() => {
+            const slice = bytes.subarray(offset, offset + CONTENT_SLICE);
+            offset += slice.length;
+            if (slice.length > 0) this.push(slice);
+            if (offset >= bytes.length) this.push(null);
+          }),
         (err: unknown) => this.destroy(err instanceof Error ? err : new Error(String(err))),
       );
     },

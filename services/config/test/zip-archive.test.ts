@@ -113,6 +113,33 @@ describe("writing an export archive", () => {
     expect(back[137]).toEqual({ configId: "c137.yaml", data: "content 137\n" });
   });
 
+  it("gives other work a turn between entries and between slices of one, even when every read answers at once", async () => {
+    const small = Array.from({ length: 5_000 }, (_, i) => ({ configId: `c${i}`, read: async () => `v: ${i}\n` }));
+    const big = [{ configId: "big", read: async () => "x".repeat(4 << 20) }];
+    for (const [entries, leastTurns] of [[small, 5_000], [big, 64]] as const) {
+      // other work: a task that runs whenever the event loop gets a turn, noting the longest wait between two turns
+      let turns = 0;
+      let longest = 0;
+      let last = performance.now();
+      let exporting = true;
+      const other = () => {
+        const t = performance.now();
+        longest = Math.max(longest, t - last);
+        last = t;
+        turns++;
+        if (exporting) setImmediate(other);
+      };
+      setImmediate(other);
+      let bytes = 0;
+      for await (const chunk of writeExportArchive(entries)) bytes += chunk.length;
+      exporting = false;
+      expect(bytes).toBeGreaterThan(0);
+      // in one turn (an embedded store's reads never wait) this blocked the process for the whole export
+      expect(turns).toBeGreaterThanOrEqual(leastTurns);
+      expect(longest).toBeLessThan(100);
+    }
+  });
+
   it("a read that fails (a config deleted while its archive is written) fails the archive with its error", async () => {
     const gone = new ConnectError('config "b" was deleted while the archive was being written: export again', Code.Aborted);
     const entries = [

@@ -239,7 +239,7 @@ describe("registry read cache: bounds and late reads", () => {
     expect(cache.size.instances).toBe(2);
     // a deregistration needs no read
     cache.instanceGone("ns", "s", r0.instanceId);
-    expect(cache.lookup("ns", "s", T)?.length).toBe(1);
+    expect(cache.lookup("ns", "s", T)).toHaveLength(1);
     // past MAX_STALE changed instances the entry goes: one read of the service is then cheaper
     for (let i = 0; i < 33; i++) cache.instanceChanged("ns", "s", `s@http#x${i}#1`);
     expect(cache.lookup("ns", "s", T)).toBeUndefined();
