@@ -19,8 +19,13 @@ function sameInstance(a: InstanceRecord | undefined, b: InstanceRecord): boolean
   );
 }
 
-/** Unread changes a watch keeps; a watcher that falls further behind gets one resync (the whole state) instead. */
-export const MAX_QUEUED_CHANGES = 256;
+/**
+ * Unread changes a watch keeps; a watcher that falls further behind gets one resync (the whole state) instead. The
+ * change objects are the feed's, shared by every watch: a queue costs a slot per change. Large enough that a sweep
+ * expiring hundreds of one service's instances at once reaches each watch as that many small events, not as a
+ * resync of the whole service per watch (20 watches of 10,000 instances: ~50 MB of messages at once).
+ */
+export const MAX_QUEUED_CHANGES = 2048;
 
 /** Past an instance's ttlAt, how long the watch waits before it re-reads (so the store's clock has passed it too). */
 const EXPIRY_SLACK_MS = 5;

@@ -76,3 +76,20 @@ describe("watchInstances under expiry load", () => {
     expect(reads).toBeLessThan(20 + (2 * 2_000) / MIN_EXPIRY_REREAD_MS + 20);
   });
 });
+
+describe("watchInstances: a sweep's expiries", () => {
+  it("500 instances expired by one sweep reach a watch as 500 expired events, not as a resync of the service", async () => {
+    const store = createMemoryRegistryStore();
+    const now = Date.now();
+    for (let i = 0; i < 500; i++) await store.register("{sw}", instance("s", "eph", i, { ttlMs: 60_000 }, now), now);
+    await store.register("{sw}", instance("s", "fixed", 1, { ttlMs: 0 }, now), now);
+    const stop = new AbortController();
+    const it = watchInstances(store, "{sw}", "s", stop.signal)[Symbol.asyncIterator]();
+    expect(((await it.next()).value as { instances: unknown[] }).instances).toHaveLength(501);
+    expect(await store.sweep("{sw}", now + 60_000)).toBe(500); // every event arrives before the watch reads one
+    const ops: string[] = [];
+    while (ops.length < 500 && !ops.includes("resync")) ops.push((await it.next()).value!.op);
+    expect(ops.filter((op) => op === "expired")).toHaveLength(500);
+    stop.abort();
+  });
+});
