@@ -4,25 +4,49 @@ import type { RegistryChange, RegistryStore } from "./store/registry-store.js";
 /** What a watch of a namespace's service list yields. */
 export type ServiceWatchEvent = { op: "current" | "resync"; serviceIds: string[] } | { op: "add" | "remove"; serviceId: string };
 
+/**
+ * One read of a namespace's service list, shared by the namespace's watches (read-only). `previous` is the read before
+ * it (only that one: the chain is cut behind it), so that watches which had sent that one's list share one diff too.
+ */
+interface SharedRead {
+  readonly begun: number;
+  readonly ids: Promise<string[]>;
+  previous: SharedRead | undefined;
+  /** What changed since `previous`, worked out once (by the first watch that needs it). */
+  diff?: Promise<{ removed: string[]; added: string[] }>;
+}
+
 /** Reads of service lists begun so far, by every watch: orders reads against the changes the watches note. */
 let readsBegun = 0;
-const inFlight = new WeakMap<RegistryStore, Map<string, { begun: number; ids: Promise<string[]> }>>();
+/** The latest read of each watched namespace, and how many watches it has (the entry goes with the last). */
+const latest = new WeakMap<RegistryStore, Map<string, { read?: SharedRead; watches: number }>>();
+
+function namespaceOf(store: RegistryStore, namespace: string) {
+  let namespaces = latest.get(store);
+  if (!namespaces) latest.set(store, (namespaces = new Map()));
+  let entry = namespaces.get(namespace);
+  if (!entry) namespaces.set(namespace, (entry = { watches: 0 }));
+  return { entry, forget: () => namespaces.delete(namespace) };
+}
 
 /**
- * The namespace's service list from a read begun after read number `after` — one in flight if there is such (the
- * namespace's watches wake on the same event, and each would otherwise read the whole list), else a new one. Shared
- * results are read-only.
+ * The namespace's service list from a read begun after read number `after`: the latest one if it began since (the
+ * namespace's watches wake on the same event, and each would otherwise read the whole list), else a new one.
  */
-function readSince(store: RegistryStore, namespace: string, after: number): Promise<string[]> {
-  let reads = inFlight.get(store);
-  if (!reads) inFlight.set(store, (reads = new Map()));
-  const current = reads.get(namespace);
-  if (current && current.begun > after) return current.ids;
-  const read = { begun: ++readsBegun, ids: store.listServices(namespace) };
-  reads.set(namespace, read);
-  const done = () => reads.get(namespace) === read && reads.delete(namespace);
-  read.ids.then(done, done);
-  return read.ids;
+function readSince(entry: { read?: SharedRead }, store: RegistryStore, namespace: string, after: number): SharedRead {
+  const current = entry.read;
+  if (current && current.begun > after) return current;
+  if (current) current.previous = undefined; // keep one step of history, not all of it
+  const read: SharedRead = { begun: ++readsBegun, ids: store.listServices(namespace), previous: current };
+  read.ids.catch(() => entry.read === read && (entry.read = undefined)); // a failed read is not shared
+  entry.read = read;
+  return read;
+}
+
+function diffOf(before: readonly string[], now: readonly string[]): { removed: string[]; added: string[] } {
+  const was = new Set(before);
+  const is = new Set(now);
+  return { removed: before.filter((id) => !is.has(id)), added: now.filter((id) => !was.has(id)) };
 }
 
 /**
@@ -33,6 +57,7 @@ function readSince(store: RegistryStore, namespace: string, after: number): Prom
  * what the list is now (one published before the first read arrives after it), so each wakes a re-read of the list,
  * and what differs from what the client was sent is reported: a stale or repeated event reports nothing, and many
  * events that arrive together cost one read. A watcher that does not read therefore holds no queue at all, just a flag.
+ * The namespace's watches share their reads and, when they had sent the same list, the work of comparing the lists.
  */
 export async function* watchServices(store: RegistryStore, namespace: string, signal: AbortSignal): AsyncGenerator<ServiceWatchEvent> {
   let pending: "none" | "change" | "resync" = "none";
@@ -52,8 +77,12 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
   const unsubscribe = store.subscribe(onChange, onResync);
   const onAbort = () => wake?.();
   signal.addEventListener("abort", onAbort, { once: true });
+  const shared = namespaceOf(store, namespace);
+  shared.entry.watches++;
   try {
-    let known = await store.listServices(namespace);
+    // The first read fails the watch; a read begun from now on (another watch's may serve).
+    let sent = readSince(shared.entry, store, namespace, readsBegun);
+    let known = await sent.ids;
     yield { op: "current", serviceIds: known };
     while (!signal.aborted) {
       if (pending === "none") {
@@ -63,23 +92,36 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
       }
       const why = pending;
       pending = "none"; // before the read: an event arriving during it asks for another
-      const after = changedAt;
-      // A store outage (a failover) delays the next message instead of ending the watch. After a change, a read of the
-      // namespace's other watches serves too if it began since; a resync reads anew.
-      const fresh = await readThroughOutage(() => (why === "resync" ? store.listServices(namespace) : readSince(store, namespace, after)), signal);
+      // A resync reads anew (the state after an interruption); a change, with any read begun since it was noted. A
+      // store outage (a failover) delays the next message instead of ending the watch.
+      const after = why === "resync" ? readsBegun : changedAt;
+      const read = await readThroughOutage(async () => {
+        const r = readSince(shared.entry, store, namespace, after);
+        await r.ids;
+        return r;
+      }, signal);
+      const fresh = await read.ids;
       if (why === "resync") {
+        sent = read;
         known = fresh;
         yield { op: "resync", serviceIds: fresh };
         continue;
       }
-      const now = new Set(fresh);
-      const before = new Set(known);
+      let diff;
+      if (read.previous !== undefined && read.previous === sent) {
+        // every watch that had sent the previous list: one comparison for all of them
+        const previous = read.previous;
+        read.diff ??= previous.ids.then((before) => diffOf(before, fresh));
+        diff = await read.diff;
+      } else diff = diffOf(known, fresh);
+      sent = read;
       known = fresh;
-      for (const id of before) if (!now.has(id)) yield { op: "remove", serviceId: id };
-      for (const id of fresh) if (!before.has(id)) yield { op: "add", serviceId: id };
+      for (const id of diff.removed) yield { op: "remove", serviceId: id };
+      for (const id of diff.added) yield { op: "add", serviceId: id };
     }
   } finally {
     unsubscribe();
     signal.removeEventListener("abort", onAbort);
+    if (--shared.entry.watches === 0) shared.forget();
   }
 }
