@@ -63,6 +63,23 @@ function readShared(store: RegistryStore, namespace: string, serviceId: string, 
   return shared;
 }
 
+/**
+ * The instance an event names, read once for every watch it reaches: the feed hands all of them the same change
+ * object, and any read begun after its arrival sees what it announces (20 watches of a service each read every
+ * registered instance for themselves). A failed read is not shared.
+ */
+const instanceReads = new WeakMap<RegistryChange, Promise<InstanceRecord | undefined>>();
+
+function readInstanceOf(event: RegistryChange, read: () => Promise<InstanceRecord | undefined>): Promise<InstanceRecord | undefined> {
+  let pending = instanceReads.get(event);
+  if (!pending) {
+    pending = read();
+    instanceReads.set(event, pending);
+    pending.catch(() => instanceReads.delete(event));
+  }
+  return pending;
+}
+
 /** The earliest ttlAt of `records` (undefined: none expires). */
 function earliestTtl(records: Iterable<InstanceRecord>): number | undefined {
   let earliest: number | undefined;
@@ -170,7 +187,7 @@ export async function* watchInstances(
       } else {
         // register, renew, metadata: send the instance as it is now. Gone already: its deregister or expired event
         // follows, or the ttl known for it passes and the re-read finds it gone.
-        const r = await readThroughOutage(() => store.getInstance(namespace, serviceId, event.instanceId!, now()), signal);
+        const r = await readThroughOutage(() => readInstanceOf(event, () => store.getInstance(namespace, serviceId, event.instanceId!, now())), signal);
         // An event published before the first read (or before a re-read) arrives after it: what it announces is known.
         if (!r || sameInstance(known.get(r.instanceId), r)) continue;
         known.set(r.instanceId, r);

@@ -93,3 +93,26 @@ describe("watchInstances: a sweep's expiries", () => {
     stop.abort();
   });
 });
+
+describe("watchInstances: many watches of one service", () => {
+  it("read each registered instance once for all 20 of them", async () => {
+    const store = createMemoryRegistryStore();
+    let reads = 0;
+    const counted: typeof store = { ...store, getInstance: (...a) => (reads++, store.getInstance(...a)) };
+    const stop = new AbortController();
+    const registered = Array.from({ length: 20 }, () => new Set<string>());
+    const watches = registered.map(async (seen) => {
+      for await (const e of watchInstances(counted, "{many}", "s", stop.signal)) if (e.op === "register") seen.add(e.instance.instanceId);
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    const now = Date.now();
+    for (let i = 0; i < 50; i++) {
+      await store.register("{many}", instance("s", "h", i, { ttlMs: 0 }, now), now);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    await vi.waitFor(() => expect(registered.map((s) => s.size)).toEqual(registered.map(() => 50)), { timeout: 5_000 });
+    stop.abort();
+    await Promise.all(watches);
+    expect(reads).toBe(50); // not 20 × 50
+  });
+});
