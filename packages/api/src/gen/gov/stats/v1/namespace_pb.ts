@@ -271,7 +271,8 @@ export const NamespaceService: GenService<{
    * which removes them too: every config with its history, every service with its instances and the namespace's
    * topology, in atomic parts of a few hundred each (writes that come after survive, and keep the namespace listed);
    * watches and caches see the removals. A namespace written to without pause is aborted (409). The system namespace
-   * cannot be deleted (failed_precondition). A namespace that is neither indexed nor holds data is not_found (404). REST answers true.
+   * cannot be deleted (failed_precondition). A namespace that is neither indexed nor holds data is not_found (404).
+   * REST answers true.
    *
    * @generated from rpc gov.stats.v1.NamespaceService.DeleteNamespace
    */
