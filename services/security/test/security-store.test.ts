@@ -107,6 +107,25 @@ for (const target of targets) {
       expect((await replica.readAuditPage(0, 1, ALL)).entries[0]).toEqual(audit(5));
     });
 
+    it("audit: a scan reads the log a part at a time, newest first, the open entries in the first part", async () => {
+      const ns = systemNs();
+      const own = await openSecurityStoreOn(target.url, ns, target.name, waits);
+      try {
+        const many = Array.from({ length: 4_500 }, (_, i) => audit(1000 + i));
+        for (let i = 0; i < many.length; i += 1_500) await own.appendAudit(many.slice(i, i + 1_500), 10_000);
+        await own.openAudit([{ ...audit(9_999), status: 0, msg: "no outcome" }]);
+        const parts: string[][] = [];
+        for await (const part of own.scanAudit(ALL)) parts.push(part.map((e) => e.id));
+        expect(parts.length).toBeGreaterThanOrEqual(4); // the open entries, then the log in parts of at most 2,000
+        expect(parts[0]).toEqual(["id9999"]);
+        expect(Math.max(...parts.map((p) => p.length))).toBeLessThanOrEqual(2_000);
+        expect(parts.flat()).toEqual(["id9999", ...many.map((e) => e.id).reverse()]);
+        expect((await own.readAudit(ALL)).map((e) => e.id)).toEqual(parts.flat());
+      } finally {
+        await own.close();
+      }
+    });
+
     it("audit: open entries are read before the log (once old enough), replaced by their outcome, swept when orphaned", async () => {
       const open = (i: number) => ({ ...audit(i), status: 0, msg: "no outcome" });
       await store.appendAudit([audit(11), audit(12)], 2); // the log: just these two
