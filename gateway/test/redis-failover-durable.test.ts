@@ -1,7 +1,7 @@
 import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis, createSubscriberHub, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createRedisRegistryStore } from "@gov/registry-service";
-import { createRedisSecurityStore } from "@gov/security-service";
+import { collectAudit, createRedisSecurityStore } from "@gov/security-service";
 import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createTestGateway, ns } from "./harness.js";
@@ -112,7 +112,7 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
       expect(registrations.acked.map((a) => `i-${a.i}`).filter((id) => !instances.has(id))).toEqual([]);
       const usernames = new Set((await security.listUsers()).map((u) => u.username));
       expect(users.acked.map((a) => `user-${a.i}`).filter((u) => !usernames.has(u))).toEqual([]);
-      const audit = new Set((await security.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id));
+      const audit = new Set((await collectAudit(security.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => e.id));
       expect(users.acked.map((a) => `audit-${a.i}`).filter((id) => !audit.has(id))).toEqual([]);
       // The promoted master has no replica: its writes were counted as under-replicated, with one warning.
       expect(warnings.length).toBe(1);

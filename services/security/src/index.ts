@@ -7,3 +7,4 @@ export { createRedisSecurityStore } from "./store/redis-security-store.js";
 export { csvCell } from "./audit-log.js";
 export type { IdSource } from "./ids.js";
 export type { SecurityStore, UserRecord, RoleRecord, AuditRecord, Binding, SecurityChange } from "./store/security-store.js";
+export { collectAudit } from "./store/security-store.js";

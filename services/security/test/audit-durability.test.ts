@@ -5,6 +5,7 @@ import { Redis } from "ioredis";
 import { redisServerPath, startRedisCluster, type RedisClusterServers } from "@gov/testkit";
 import { describe, expect, it } from "vitest";
 import { NO_OUTCOME } from "../src/audit-log.js";
+import { collectAudit } from "../src/store/security-store.js";
 import { ns, openSecurityStoreOn, systemNs } from "./harness.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -103,7 +104,7 @@ async function scenario(cluster: RedisClusterServers) {
 
   const store = await openSecurityStoreOn(cluster.url, system, "redis-cluster");
   try {
-    const entries = await store.readAudit(Number.MAX_SAFE_INTEGER);
+    const entries = await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER));
     const byId = new Map(entries.filter((e) => e.resource.startsWith(`/v1/namespaces/${n}/configs/`)).map((e) => [e.resource.split("/").pop()!, e]));
     const missing = acknowledged.filter((id) => !byId.has(id));
     expect(missing, `${missing.length} of ${acknowledged.length} acknowledged writes have no audit entry`).toEqual([]);
@@ -112,7 +113,7 @@ async function scenario(cluster: RedisClusterServers) {
     for (const e of open) expect(e.msg).toBe(NO_OUTCOME);
     // what the killed process left open is filed by a sweep (any process's), once
     expect(await store.sweepAudit(Date.now() + 1, 100_000)).toBeGreaterThanOrEqual(open.length);
-    const after = await store.readAudit(0); // open entries no longer read: they are in the log now
+    const after = await collectAudit(store.scanAudit(0)); // open entries no longer read: they are in the log now
     for (const e of open) expect(after.some((a) => a.id === e.id && a.status === 0)).toBe(true);
   } finally {
     await store.close();

@@ -3,7 +3,7 @@ import { createLogger } from "@gov/service-kit";
 import { describe, expect, it } from "vitest";
 import { createAuditWriter, NO_OUTCOME } from "../src/audit-log.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
-import type { SecurityStore } from "../src/store/security-store.js";
+import { collectAudit, type SecurityStore } from "../src/store/security-store.js";
 
 const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `/r/${i}`, action: "PUT", status: 200, msg: "", opTime: i });
 
@@ -49,7 +49,7 @@ describe("the audit writer", () => {
     for (let i = 0; i < 100; i++) expect(writer.record(entry(i))).toBeUndefined(); // nothing to await: off the request path
     await writer.flushed();
     expect(state.calls).toBe(1);
-    expect((await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id)).toEqual(Array.from({ length: 100 }, (_, i) => `e${99 - i}`));
+    expect((await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => e.id)).toEqual(Array.from({ length: 100 }, (_, i) => `e${99 - i}`));
   });
 
   it("keeps what the store refused and writes it once the store is back; close() writes what is left", async () => {
@@ -65,11 +65,11 @@ describe("the audit writer", () => {
     expect(refused).toHaveLength(1);
     expect(refused[0]).toMatchObject({ level: 40, msg: expect.stringMatching(/store refused entries/), error: { type: "StoreUnavailableError", message: expect.stringMatching(/unavailable/) } });
     expect(JSON.stringify(refused[0])).not.toContain("stack");
-    expect(await store.readAudit(Number.MAX_SAFE_INTEGER)).toEqual([]);
+    expect(await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).toEqual([]);
     state.down = false;
     writer.record(entry(3));
     await writer.close();
-    expect((await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id)).toEqual(["e3", "e2", "e1"]);
+    expect((await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => e.id)).toEqual(["e3", "e2", "e1"]);
   });
 
   it("opens entries in one store call per batch, and their outcomes replace them", async () => {
@@ -77,7 +77,7 @@ describe("the audit writer", () => {
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
     expect(await Promise.all([writer.open(opening(1)), writer.open(opening(2))])).toEqual([true, true]);
     expect(state.opens).toBe(1);
-    const shown = async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => [e.id, e.status, e.msg]);
+    const shown = async () => (await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => [e.id, e.status, e.msg]);
     expect(await shown()).toEqual([
       ["e2", 0, NO_OUTCOME],
       ["e1", 0, NO_OUTCOME],
@@ -100,7 +100,7 @@ describe("the audit writer", () => {
     expect(waited).toBeInstanceOf(Promise);
     await waited; // resolves once the first attempt failed: the store is down, the answer is not held for it
     state.down = false;
-    await expect.poll(async () => (await store.readAudit(Number.MAX_SAFE_INTEGER)).map((e) => e.id), { timeout: 3000 }).toEqual(["e1"]);
+    await expect.poll(async () => (await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => e.id), { timeout: 3000 }).toEqual(["e1"]);
     await writer.close();
   });
 
@@ -111,7 +111,7 @@ describe("the audit writer", () => {
     expect(await writer.open(opening(1))).toBe(true);
     writer.record(entry(1));
     await writer.flushed();
-    expect(await store.readAudit(ALL)).toEqual([entry(1)]);
+    expect(await collectAudit(store.scanAudit(ALL))).toEqual([entry(1)]);
     expect(state.calls).toBe(2); // the close found nothing, the append stored it
     await writer.close();
   });
@@ -120,7 +120,7 @@ describe("the audit writer", () => {
     const { store, state } = observedStore("embedded");
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
     expect(writer.opensEntries).toBe(false);
-    const stored = async () => (await store.readAudit(ALL)).map((e) => `${e.id}:${e.status}`);
+    const stored = async () => (await collectAudit(store.scanAudit(ALL))).map((e) => `${e.id}:${e.status}`);
     // refused calls (never opened) do not wait either: nothing a store failure could lose
     for (const [i, refused] of [[1, false], [2, true], [3, false]] as const) {
       expect(writer.record(entry(i), refused)).toBeUndefined();
@@ -142,8 +142,8 @@ describe("the audit writer", () => {
     state.failAppends = 1;
     writer.record(entry(1)); // opened: closed in the first attempt
     void writer.record(entry(2), true); // never opened: appended whole, refused once
-    await expect.poll(async () => (await store.readAudit(ALL)).map((e) => `${e.id}:${e.status}`), { timeout: 3000 }).toEqual(["e2:200", "e1:200"]);
+    await expect.poll(async () => (await collectAudit(store.scanAudit(ALL))).map((e) => `${e.id}:${e.status}`), { timeout: 3000 }).toEqual(["e2:200", "e1:200"]);
     await writer.close();
-    expect((await store.readAudit(ALL)).map((e) => e.id)).toEqual(["e2", "e1"]);
+    expect((await collectAudit(store.scanAudit(ALL))).map((e) => e.id)).toEqual(["e2", "e1"]);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NO_OUTCOME, type SecurityChange, type SecurityStore, type UserRecord } from "../src/store/security-store.js";
+import { collectAudit, NO_OUTCOME, type SecurityChange, type SecurityStore, type UserRecord } from "../src/store/security-store.js";
 import { openSecurityStoreOn, securityTargets, systemNs } from "./harness.js";
 
 const user = (username: string, extra: Partial<UserRecord> = {}): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0, ...extra });
@@ -95,8 +95,8 @@ for (const target of targets) {
     it("audit: batches append in order, newest first, the oldest dropped past the retention", async () => {
       await store.appendAudit([audit(1), audit(2), audit(3)], 4);
       await store.appendAudit([audit(4), audit(5)], 4);
-      expect((await replica.readAudit(ALL)).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
-      expect((await store.readAudit(ALL))[0]).toEqual(audit(5));
+      expect((await collectAudit(replica.scanAudit(ALL))).map((e) => e.id)).toEqual(["id5", "id4", "id3", "id2"]);
+      expect((await collectAudit(store.scanAudit(ALL)))[0]).toEqual(audit(5));
       const page = async (offset: number, limit: number) => {
         const { entries, total } = await replica.readAuditPage(offset, limit, ALL);
         return [entries.map((e) => e.id), total];
@@ -120,7 +120,7 @@ for (const target of targets) {
         expect(parts[0]).toEqual(["id9999"]);
         expect(Math.max(...parts.map((p) => p.length))).toBeLessThanOrEqual(2_000);
         expect(parts.flat()).toEqual(["id9999", ...many.map((e) => e.id).reverse()]);
-        expect((await own.readAudit(ALL)).map((e) => e.id)).toEqual(parts.flat());
+        expect((await collectAudit(own.scanAudit(ALL))).map((e) => e.id)).toEqual(parts.flat());
       } finally {
         await own.close();
       }
@@ -131,7 +131,7 @@ for (const target of targets) {
       await store.appendAudit([audit(11), audit(12)], 2); // the log: just these two
 
       await store.openAudit([open(13), open(14), open(15)]);
-      const ids = async (before = ALL) => (await replica.readAudit(before)).map((e) => `${e.id}:${e.status}`);
+      const ids = async (before = ALL) => (await collectAudit(replica.scanAudit(before))).map((e) => `${e.id}:${e.status}`);
       expect(await ids()).toEqual(["id15:0", "id14:0", "id13:0", "id12:200", "id11:200"]);
       expect(await ids(audit(14).opTime)).toEqual(["id13:0", "id12:200", "id11:200"]); // younger open entries: calls under way
       const page = async (offset: number, limit: number, before = ALL) => {
@@ -155,9 +155,9 @@ for (const target of targets) {
     it("audit: what a client sent comes back as sent — newlines, quotes, backslashes, non-ASCII, empty fields", async () => {
       const odd = (i: number) => ({ ...audit(i), operator: "", resource: `/v1/a\nb\\n"c"/${i}`, msg: `line 1\nline 2\r\n\t✓ 日本 \u2028 "q" \\`, ip: "" });
       await store.openAudit([{ ...odd(21), status: 0 }, { ...odd(22), status: 0 }]);
-      expect((await replica.readAudit(ALL)).filter((e) => e.id === "id21" || e.id === "id22")).toEqual([{ ...odd(22), status: 0 }, { ...odd(21), status: 0 }]);
+      expect((await collectAudit(replica.scanAudit(ALL))).filter((e) => e.id === "id21" || e.id === "id22")).toEqual([{ ...odd(22), status: 0 }, { ...odd(21), status: 0 }]);
       await store.appendAudit([odd(21), odd(22)], 100);
-      const logged = (await replica.readAudit(ALL)).filter((e) => e.id === "id21" || e.id === "id22");
+      const logged = (await collectAudit(replica.scanAudit(ALL))).filter((e) => e.id === "id21" || e.id === "id22");
       expect(logged).toEqual([odd(22), odd(21)]); // the open entries replaced, not kept beside their outcomes
     });
 
@@ -175,7 +175,7 @@ for (const target of targets) {
         100,
       );
       expect(missing).toEqual(["id33", "id34"]);
-      const mine = (await replica.readAudit(ALL)).filter((e) => ["id31", "id32", "id33", "id34"].includes(e.id));
+      const mine = (await collectAudit(replica.scanAudit(ALL))).filter((e) => ["id31", "id32", "id33", "id34"].includes(e.id));
       expect(mine).toEqual([{ ...odd(33), status: 0, msg: "another writer's text" }, { ...odd(32), status: 403, msg: 'no "w"\npermission ✓' }, { ...odd(31), status: 200 }]);
       // the log's text is what appending the entry whole stores: the same when read through a page
       const page = (await replica.readAuditPage(0, 10, ALL)).entries.filter((e) => e.id === "id32");

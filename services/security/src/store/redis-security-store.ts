@@ -1,6 +1,6 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
-import { collectAudit, OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
+import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
   /** The system namespace (`gov-{system}`): every key starts with it. */
@@ -167,9 +167,6 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async sweepAudit(before, maxEntries) {
       return Number(await call(() => runDurableScript(client, SWEEP_AUDIT, [keys.audit, keys.auditOpen], [before, maxEntries])));
-    },
-    async readAudit(openBefore) {
-      return collectAudit(store.scanAudit(openBefore));
     },
     async *scanAudit(openBefore) {
       // The open entries first, then the log in parts, each one round trip: the event loop is free between them. New

@@ -115,16 +115,12 @@ export interface SecurityStore {
   /** Moves open entries older than `before` (their process died before their outcome) into the log as they are. */
   sweepAudit(before: number, maxEntries: number): Promise<number>;
   /**
-   * Every entry kept, newest first: the open ones started before `openBefore` (by time; younger ones are calls under
-   * way), then the log (read in chunks: the event loop is never held for the whole log).
-   */
-  readAudit(openBefore: number): Promise<AuditRecord[]>;
-  /**
-   * What `readAudit` reads, in parts (newest first; the open entries come first, and one that gets its outcome while
-   * the log is being read is reported open): a filter over the whole log holds a part at a time, not the log.
+   * Every entry kept, newest first, in parts: the open ones started before `openBefore` (by time; younger ones are
+   * calls under way) in the first part, then the log. One that gets its outcome while the log is being read is
+   * reported open. A filter over the whole log holds a part at a time, not the log ({@link collectAudit}: all of it).
    */
   scanAudit(openBefore: number): AsyncIterable<AuditRecord[]>;
-  /** One page of what `readAudit` reads, and how many entries that is (a query without filters). */
+  /** One page of what `scanAudit` reads, and how many entries that is (a query without filters). */
   readAuditPage(offset: number, limit: number, openBefore: number): Promise<{ entries: AuditRecord[]; total: number }>;
   /** The shared JWT key: the stored one, or `candidate` stored now if there is none (first replica wins). */
   jwtKey(candidate: string): Promise<string>;
