@@ -63,7 +63,9 @@ export function ruleOf(method: DescMethod): MethodRule {
     const hasTemplate = pattern && pattern.case !== undefined && pattern.case !== "custom";
     const template = hasTemplate ? (pattern.value as string) : `/${method.parent.typeName}/${method.name}`;
     const infrastructure = INFRASTRUCTURE.has(method.parent.typeName);
-    const inPath = new Set([...template.matchAll(/\{([a-z_][a-z0-9_]*)\}/g)].map((m) => m[1]));
+    // literal, field name, literal, …: the template cut at its variables
+    const cut = template.split(/\{([a-z_][a-z0-9_]*)\}/);
+    const inPath = new Set(cut.filter((_, i) => i % 2 === 1));
     const query = hasTemplate && httpRule.body !== "*"
       ? method.input.fields.filter((f) => (f.fieldKind === "scalar" || f.fieldKind === "enum") && !inPath.has(f.name) && f.name !== httpRule.body)
       : [];
@@ -73,7 +75,7 @@ export function ruleOf(method: DescMethod): MethodRule {
       namespacePath: namespacePathOf(method.input),
       httpMethod: hasTemplate ? pattern.case!.toUpperCase() : "POST",
       template,
-      parts: template.split(/\{([a-z_][a-z0-9_]*)\}/).map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
+      parts: cut.map((part, i) => (i % 2 === 1 ? (method.input.fields.find((f) => f.name === part)?.localName ?? part) : part)),
       query: query.map((f) => ({ local: f.localName, json: f.jsonName, optional: f.fieldKind !== "list" && f.presence === FeatureSet_FieldPresence.EXPLICIT })),
     };
     rules.set(method, rule);
