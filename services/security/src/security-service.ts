@@ -162,7 +162,9 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         if (b.action !== "r" && b.action !== "w" && b.action !== "rw") throw invalid(`action ${JSON.stringify(b.action.slice(0, 16))} of ${b.namespace} is not one of r, w, rw`);
         return { namespace: b.namespace, action: b.action };
       });
-      await store.putRole({ name: req.roleName, desc: req.desc, bindings });
+      if ((await store.putRole({ name: req.roleName, desc: req.desc, bindings })) === "removal-unfinished") {
+        throw new ConnectError(`role ${JSON.stringify(req.roleName)} is still being removed (a removal that may have been cut short): remove it again (DELETE /v1/roles/${encodeURIComponent(req.roleName)}), then save it`, Code.FailedPrecondition);
+      }
       return { saved: true };
     },
     async deleteRole(req) {

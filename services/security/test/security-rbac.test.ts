@@ -7,7 +7,9 @@ import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/g
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { readSse } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connectRedis, quitQuietly, runScript } from "@gov/redis";
 import { readableNamespaces } from "../src/principal.js";
+import { REMOVE_ROLE, securityKeys } from "../src/store/redis-security-scripts.js";
 import { LOGIN_REFUSED } from "../src/security-core.js";
 import { clientsOf, ns, ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
 
@@ -357,6 +359,23 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("POST", "/v1/authenticate/kim/refresh", { body: old })).status).toBe(401);
       // the new user's own login works
       expect((await p.rest("GET", "/v1/users", { token: (await p.login("kim", "a-new-admin-pw")).accessToken })).status).toBe(200);
+    });
+
+    it.skipIf(!target.url)("a role whose removal was cut short: saving it is 412 and says to remove it again; removing it finishes", async () => {
+      await putRole("half", [{ namespace: ns("half"), action: "rw" }]);
+      await addUser("lea", "lea-pass-1", ["half"]);
+      const keys = securityKeys(p.system);
+      const raw = await connectRedis(target.url!);
+      try {
+        await runScript(raw, REMOVE_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, "half"]); // its first step only
+      } finally {
+        await quitQuietly(raw);
+      }
+      const refused = await p.rest("PUT", "/v1/roles/half", { token: root, body: { desc: "again", resourceActionBind: [] } });
+      expect([refused.status, refused.body]).toEqual([412, { code: "failed_precondition", message: expect.stringContaining("remove it again (DELETE /v1/roles/half)") }]);
+      expect((await p.rest("DELETE", "/v1/roles/half", { token: root })).body).toBe(true);
+      await putRole("half", [{ namespace: ns("half"), action: "rw" }]);
+      expect((await p.rest("GET", "/v1/users", { token: root })).body).toContainEqual(expect.objectContaining({ username: "lea", roles: [] }));
     });
 
     it("everyone may change their own password (old one required), not another's; an admin may reset any", async () => {

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { collectAudit, NO_OUTCOME, type SecurityChange, type SecurityStore, type UserRecord } from "../src/store/security-store.js";
+import { connectRedis, quitQuietly, runScript } from "@gov/redis";
+import { REMOVE_ROLE, securityKeys } from "../src/store/redis-security-scripts.js";
 import { openSecurityStoreOn, securityTargets, systemNs } from "./harness.js";
 
 const user = (username: string, extra: Partial<UserRecord> = {}): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0, ...extra });
@@ -16,8 +18,9 @@ for (const target of targets) {
     let store: SecurityStore;
     /** A second handle on the same data (another replica); the embedded store has only one. */
     let replica: SecurityStore;
+    let namespace: string;
     beforeAll(async () => {
-      const namespace = systemNs();
+      namespace = systemNs();
       store = await openSecurityStoreOn(target.url, namespace, target.name, waits);
       replica = target.url ? await openSecurityStoreOn(target.url, namespace, target.name, waits) : store;
     });
@@ -72,6 +75,47 @@ for (const target of targets) {
       expect(await replica.getUser("eve")).toMatchObject({ roles: [] });
       expect(await replica.getUser("fay")).toMatchObject({ roles: ["keep"] });
       for (const name of ["dee", "eve", "fay"]) await store.removeUser(name);
+    });
+
+    it("a role held by 6,000 users (more than one script may declare) is removed and unbound from each", async () => {
+      const names = Array.from({ length: 6000 }, (_, i) => `many-${i}`);
+      for (let i = 0; i < names.length; i += 500) {
+        await Promise.all(names.slice(i, i + 500).map((n, j) => store.addUser(user(n, { roles: (i + j) % 2 ? ["big", "keep"] : ["big"] }))));
+      }
+      await store.putRole({ name: "big", desc: "", bindings: [{ namespace: "{big}", action: "r" }] });
+      expect(await store.removeRole("big")).toBe(true);
+      expect(await replica.getRole("big")).toBeUndefined();
+      const held = (await replica.listUsers()).filter((u) => u.username.startsWith("many-"));
+      expect(held).toHaveLength(6000);
+      expect(held.filter((u) => u.roles.includes("big"))).toEqual([]);
+      expect(held.filter((u) => u.roles.includes("keep"))).toHaveLength(3000);
+      expect(await store.putRole({ name: "big", desc: "", bindings: [] })).toBe("saved"); // the removal finished
+      await store.removeRole("big");
+      for (let i = 0; i < names.length; i += 500) await Promise.all(names.slice(i, i + 500).map((n) => store.removeUser(n)));
+    }, 60_000);
+
+    it.skipIf(!target.url)("a removal cut short after its first step: the role grants nothing; saving it is refused until it is removed again", async () => {
+      await store.putRole({ name: "cut", desc: "", bindings: [{ namespace: "{cut}", action: "rw" }] });
+      await store.addUser(user("hal", { roles: ["cut"] }));
+      // only the first step, as a process that died right after it leaves it
+      const keys = securityKeys(namespace);
+      const raw = await connectRedis(target.url!);
+      try {
+        expect(await runScript(raw, REMOVE_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, "cut"])).toBe(1);
+      } finally {
+        await quitQuietly(raw);
+      }
+      expect(await replica.getRole("cut")).toBeUndefined();
+      expect(await replica.bindRoles("hal", ["cut"], ["cut"])).toEqual({ missingRole: "cut" });
+      expect(await replica.putRole({ name: "cut", desc: "", bindings: [] })).toBe("removal-unfinished");
+      expect(await replica.getRole("cut")).toBeUndefined();
+      expect(await store.removeRole("cut")).toBe(true); // finishes it
+      expect(await replica.getUser("hal")).toMatchObject({ roles: [] });
+      expect(await replica.putRole({ name: "cut", desc: "new", bindings: [] })).toBe("saved");
+      expect(await replica.getUser("hal")).toMatchObject({ roles: [] }); // the new role is not the old one's
+      expect(await store.removeRole("cut")).toBe(true);
+      expect(await store.removeRole("cut")).toBe(false);
+      await store.removeUser("hal");
     });
 
     it("binding roles checks, in the same step, that each role exists: a role removed meanwhile is never left bound", async () => {

@@ -99,6 +99,7 @@ export function createMemorySecurityStore(): SecurityStore {
     async putRole(role) {
       roles.set(role.name, copyRole(role));
       announce({ kind: "role", name: role.name });
+      return "saved"; // a removal here is one step: it never stays unfinished
     },
     async removeRole(name) {
       if (!roles.delete(name)) return false;

@@ -7,7 +7,8 @@ import type { SecurityChange } from "./security-store.js";
  *
  * - `ns:sec_users` set of usernames; `ns:sec_user:<name>` hash (salt, hash, roles JSON, locked, lockedUntil, failures,
  *   tokensAfter);
- * - `ns:sec_roles` hash role name → `{desc, bindings}` JSON;
+ * - `ns:sec_roles` hash role name → `{desc, bindings}` JSON; `ns:sec_roles_removing` set of the roles whose removal
+ *   has begun and not finished (see REMOVE_ROLE);
  * - `ns:sec_audit` list of entry JSON, newest first, trimmed to the retention; `ns:sec_audit_open` hash id → entry
  *   JSON of calls under way (their outcome replaces them in the list);
  * - `ns:sec_jwt_key` the generated JWT key.
@@ -19,6 +20,7 @@ export function securityKeys(ns: string) {
     users: `${ns}:sec_users`,
     user: (name: string) => `${ns}:sec_user:${name}`,
     roles: `${ns}:sec_roles`,
+    rolesRemoving: `${ns}:sec_roles_removing`,
     audit: `${ns}:sec_audit`,
     auditOpen: `${ns}:sec_audit_open`,
     jwtKey: `${ns}:sec_jwt_key`,
@@ -102,29 +104,50 @@ publish('user', ARGV[2])
 return 1`,
 );
 
-/** KEYS roles; ARGV channel, name, JSON (absent: remove). */
+/** KEYS roles, removing; ARGV channel, name, JSON. -1 (nothing written): the name's removal has not finished. */
 export const SET_ROLE = defineScript(
   "sec_set_role",
-  1,
+  2,
   `${PUBLISH}
-local n
-if ARGV[3] then n = redis.call('HSET', KEYS[1], ARGV[2], ARGV[3]) else n = redis.call('HDEL', KEYS[1], ARGV[2]) end
+if redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 1 then return -1 end
+local n = redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
 publish('role', ARGV[2])
 return n`,
 );
 
 /**
- * KEYS roles, users, then every user's key; ARGV channel, name, then every user's name (in the keys' order). Removes the role and unbinds it from every user, so
- * that a role created later under the same name grants nothing to users bound to the old one. -1: the user set is not
- * the one the caller read (a user was added or removed meanwhile): read it again and retry; else 1 removed, 0 absent.
+ * A role is removed in three steps, so that no script declares more keys than one part of the users (a role held by
+ * 100,000 users is removed in parts of {@link ROLE_UNBIND_PART}), and still no user keeps a binding that a role created
+ * later under the same name would honour:
+ * 1. REMOVE_ROLE deletes the role (no reader finds it from here: it grants nothing, and BIND_ROLES refuses it) and
+ *    marks its name as being removed;
+ * 2. UNBIND_ROLE drops it from the users read after step 1, a part at a time (nobody can gain it meanwhile);
+ * 3. ROLE_REMOVED lifts the mark.
+ * SET_ROLE refuses a marked name: a removal that did not finish (its process died) is finished by removing the role
+ * again, which step 1 allows for a marked name.
+ *
+ * KEYS roles, removing; ARGV channel, name. 1: removed now or left unfinished before; 0: no such role.
  */
 export const REMOVE_ROLE = defineScript(
   "sec_remove_role",
+  2,
+  `${PUBLISH}
+local removed = redis.call('HDEL', KEYS[1], ARGV[2])
+if removed == 0 and redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return 0 end
+redis.call('SADD', KEYS[2], ARGV[2])
+if removed == 1 then publish('role', ARGV[2]) end
+return 1`,
+);
+
+/** Users per UNBIND_ROLE call. */
+export const ROLE_UNBIND_PART = 1000;
+
+/** KEYS the users' keys; ARGV channel, role name, then the users' names in the keys' order. Drops the role from each. */
+export const UNBIND_ROLE = defineScript(
+  "sec_unbind_role",
   -1,
   `${PUBLISH}
-if redis.call('SCARD', KEYS[2]) ~= #KEYS - 2 then return -1 end
-if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then return 0 end
-for i = 3, #KEYS do
+for i = 1, #KEYS do
   local json = redis.call('HGET', KEYS[i], 'roles')
   if json then
     local ok, roles = pcall(cjson.decode, json)
@@ -135,14 +158,16 @@ for i = 3, #KEYS do
       end
       if dropped then
         redis.call('HSET', KEYS[i], 'roles', #kept == 0 and '[]' or cjson.encode(kept))
-        publish('user', ARGV[i + 1])
+        publish('user', ARGV[i + 2])
       end
     end
   end
 end
-publish('role', ARGV[2])
 return 1`,
 );
+
+/** KEYS removing; ARGV the role name. The removal is complete. */
+export const ROLE_REMOVED = defineScript("sec_role_removed", 1, "return redis.call('SREM', KEYS[1], ARGV[1])");
 
 /**
  * KEYS audit, auditOpen; ARGV maxEntries, n, n ids, then the n entries oldest first. One call per batch: the open

@@ -1,5 +1,5 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, securityKeys, SET_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, ROLE_REMOVED, ROLE_UNBIND_PART, securityKeys, SET_ROLE, UNBIND_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
@@ -63,7 +63,7 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
   // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
-  prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
+  prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, UNBIND_ROLE, ROLE_REMOVED, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
   const tell = (change: SecurityChange) => {
@@ -130,21 +130,23 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       return Object.entries(all).map(([name, json]) => toRole(name, json));
     },
     async putRole(role) {
-      await call(() => runDurableScript(client, SET_ROLE, [keys.roles], [keys.channel, role.name, JSON.stringify({ desc: role.desc, bindings: role.bindings })]));
+      const json = JSON.stringify({ desc: role.desc, bindings: role.bindings });
+      if (Number(await call(() => runDurableScript(client, SET_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, role.name, json]))) < 0) return "removal-unfinished";
       told({ kind: "role", name: role.name }, true);
+      return "saved";
     },
     async removeRole(name) {
-      // Every user's key is declared (the script unbinds the role from those who hold it); the script refuses a user
-      // set that changed since it was read, and it is read again.
-      for (let attempt = 1; ; attempt++) {
-        const names = await call(() => client.smembers(keys.users));
-        const result = Number(await call(() => runDurableScript(client, REMOVE_ROLE, [keys.roles, keys.users, ...names.map(keys.user)], [keys.channel, name, ...names])));
-        if (result >= 0 || attempt >= 10) {
-          if (result < 0) throw new Error(`role ${name} was not removed: users were added or removed all the while; try again`);
-          for (const n of names) tell({ kind: "user", name: n }); // this replica's caches at once (the events follow)
-          return told({ kind: "role", name }, result === 1);
-        }
+      // In parts (see REMOVE_ROLE): the role is gone first, then unbound from the users there are once it is gone.
+      if (Number(await call(() => runDurableScript(client, REMOVE_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, name]))) === 0) return false;
+      tell({ kind: "role", name }); // this replica's caches at once (the events follow)
+      const names = await call(() => client.smembers(keys.users));
+      for (let i = 0; i < names.length; i += ROLE_UNBIND_PART) {
+        const part = names.slice(i, i + ROLE_UNBIND_PART);
+        await call(() => runDurableScript(client, UNBIND_ROLE, part.map(keys.user), [keys.channel, name, ...part]));
+        for (const n of part) tell({ kind: "user", name: n });
       }
+      await call(() => runDurableScript(client, ROLE_REMOVED, [keys.rolesRemoving], [name]));
+      return true;
     },
     async openAudit(entries) {
       if (entries.length === 0) return;

@@ -95,8 +95,15 @@ export interface SecurityStore {
   recordFailure(username: string, maxFailures: number, lockUntil: number): Promise<void>;
   getRole(name: string): Promise<RoleRecord | undefined>;
   listRoles(): Promise<RoleRecord[]>;
-  putRole(role: RoleRecord): Promise<void>;
-  /** Removes the role and unbinds it from every user who holds it. */
+  /**
+   * Creates or replaces the role. "removal-unfinished" (nothing written): a removal of this name began and has not
+   * finished (it is under way, or its process died part way): removing the role again finishes it.
+   */
+  putRole(role: RoleRecord): Promise<"saved" | "removal-unfinished">;
+  /**
+   * Removes the role and unbinds it from every user who holds it; true also when it finishes a removal of this name that
+   * did not finish. From the moment it begins the role grants nothing and cannot be bound.
+   */
   removeRole(name: string): Promise<boolean>;
   /** Stores entries whose calls are under way (no outcome yet), in one store call; they are read with the log. */
   openAudit(entries: AuditRecord[]): Promise<void>;

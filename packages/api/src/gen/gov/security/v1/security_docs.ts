@@ -17,7 +17,7 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.security.v1.SecurityService.UnlockUser": "Unlocks a user, locked by hand or by failed logins (admin).",
   "gov.security.v1.SecurityService.ListRoles": "Lists the roles (admin).",
   "gov.security.v1.SecurityService.GetRoleBindings": "The namespace bindings of a role (admin); a missing role is not_found.",
-  "gov.security.v1.SecurityService.PutRole": "Creates or replaces a role (admin). `admin` is reserved.",
+  "gov.security.v1.SecurityService.PutRole": "Creates or replaces a role (admin). `admin` is reserved. failed_precondition: a removal of this name began and did\nnot finish (its process died part way); removing the role again finishes it.",
   "gov.security.v1.SecurityService.DeleteRole": "Removes a role (admin); users bound to it simply lose it.",
   "gov.security.v1.SecurityService.QueryAuditLog": "Queries the audit log, newest first (admin).",
   "gov.security.v1.SecurityService.ExportAuditLog": "Exports the audit log as CSV (admin), with the query's filters, newest first.",

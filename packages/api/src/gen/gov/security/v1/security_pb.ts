@@ -927,7 +927,8 @@ export const SecurityService: GenService<{
     output: typeof GetRoleBindingsResponseSchema;
   },
   /**
-   * Creates or replaces a role (admin). `admin` is reserved.
+   * Creates or replaces a role (admin). `admin` is reserved. failed_precondition: a removal of this name began and did
+   * not finish (its process died part way); removing the role again finishes it.
    *
    * @generated from rpc gov.security.v1.SecurityService.PutRole
    */
