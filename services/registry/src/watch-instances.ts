@@ -1,4 +1,5 @@
 import { readThroughOutage } from "@gov/service-kit";
+import FlatQueue from "flatqueue";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./store/registry-store.js";
 import { isInstanceOp } from "./store/registry-store.js";
 
@@ -64,6 +65,40 @@ function readShared(store: RegistryStore, namespace: string, serviceId: string, 
 }
 
 /**
+ * Instances whose known ttl passed, read again one by one (when they are few against the service) and shared by the
+ * service's watches like a whole read: per service, the reads begun in the last half step, each with its own time.
+ */
+type DueRead = Promise<{ at: number; record: InstanceRecord | undefined }>;
+const dueReads = new WeakMap<RegistryStore, Map<string, Map<string, DueRead>>>();
+
+function readDueShared(store: RegistryStore, namespace: string, serviceId: string, ids: string[], read: (id: string, at: number) => Promise<InstanceRecord | undefined>, now: () => number) {
+  let services = dueReads.get(store);
+  if (!services) dueReads.set(store, (services = new Map()));
+  const key = `${namespace}\u0000${serviceId}`;
+  let batch = services.get(key);
+  if (!batch) {
+    const fresh = (batch = new Map<string, DueRead>());
+    services.set(key, fresh);
+    setTimeout(() => services.get(key) === fresh && services.delete(key), SHARE_MS).unref();
+  }
+  return Promise.all(
+    ids.map((id) => {
+      let pending = batch.get(id);
+      if (!pending) {
+        const at = now();
+        pending = read(id, at).then((record) => ({ at, record }));
+        batch.set(id, pending);
+        pending.catch(() => batch.delete(id)); // a failed read is not shared
+      }
+      return pending;
+    }),
+  );
+}
+
+/** Past this share of a service's instances due at once, one read of the whole service is cheaper than one per id. */
+const WHOLE_READ_SHARE = 1 / 8;
+
+/**
  * The instance an event names, read once for every watch it reaches: the feed hands all of them the same change
  * object, and any read begun after its arrival sees what it announces (20 watches of a service each read every
  * registered instance for themselves). A failed read is not shared.
@@ -80,11 +115,51 @@ function readInstanceOf(event: RegistryChange, read: () => Promise<InstanceRecor
   return pending;
 }
 
-/** The earliest ttlAt of `records` (undefined: none expires). */
-function earliestTtl(records: Iterable<InstanceRecord>): number | undefined {
-  let earliest: number | undefined;
-  for (const r of records) if (r.ttlAt !== undefined && (earliest === undefined || r.ttlAt < earliest)) earliest = r.ttlAt;
-  return earliest;
+/**
+ * A watch's known instances with their ttls in a min-heap, so that an expiry step looks only at the instances whose
+ * ttl passed: with 20 watches of a 5,000-instance service, scanning all of them at every step kept the event loop
+ * busy for 100 ms at a time. A heap entry whose instance has another ttl now (or is gone) is passed over when reached.
+ */
+class KnownInstances {
+  readonly byId = new Map<string, InstanceRecord>();
+  private readonly ttls = new FlatQueue<string>();
+
+  reset(records: Iterable<InstanceRecord>): void {
+    this.byId.clear();
+    this.ttls.clear();
+    for (const r of records) this.set(r);
+  }
+
+  set(r: InstanceRecord): void {
+    this.byId.set(r.instanceId, r);
+    if (r.ttlAt !== undefined) this.ttls.push(r.instanceId, r.ttlAt);
+    // entries passed over are many: start the heap again from what is known
+    if (this.ttls.length > 2 * this.byId.size + 64) this.reset([...this.byId.values()]);
+  }
+
+  delete(id: string): boolean {
+    return this.byId.delete(id);
+  }
+
+  /** The earliest ttl known (undefined: none expires). */
+  earliest(): number | undefined {
+    for (;;) {
+      const id = this.ttls.peek();
+      if (id === undefined) return undefined;
+      const ttlAt = this.ttls.peekValue()!;
+      if (this.byId.get(id)?.ttlAt === ttlAt) return ttlAt;
+      this.ttls.pop();
+    }
+  }
+
+  /** Takes the instances whose ttl is at most `t` (they are set again, or deleted, by the caller). */
+  takeDue(t: number): InstanceRecord[] {
+    const due: InstanceRecord[] = [];
+    for (let at = this.earliest(); at !== undefined && at <= t; at = this.earliest()) {
+      due.push(this.byId.get(this.ttls.pop()!)!);
+    }
+    return due;
+  }
 }
 
 /**
@@ -139,18 +214,27 @@ export async function* watchInstances(
     });
 
   try {
-    let known = new Map<string, InstanceRecord>();
+    const known = new KnownInstances();
     // The first read fails the watch; later ones wait out a store outage (a failover) instead of ending it. Expiry
     // re-reads are shared with the service's other watches; `known` is this watch's own copy.
     const list = (at = now()) => store.listInstances(namespace, serviceId, at);
-    const rereadShared = () => readThroughOutage(() => readShared(store, namespace, serviceId, now(), list), signal);
+    /** The due instances as read again (shared): one by one when they are few, else the whole service at once. */
+    const rereadDue = (due: InstanceRecord[]) =>
+      readThroughOutage(async () => {
+        if (due.length > known.byId.size * WHOLE_READ_SHARE) {
+          const { at, byId } = await readShared(store, namespace, serviceId, now(), list);
+          return due.map((had) => ({ at, record: byId.get(had.instanceId) }));
+        }
+        const ids = due.map((had) => had.instanceId);
+        return readDueShared(store, namespace, serviceId, ids, (id, at) => store.getInstance(namespace, serviceId, id, at), now);
+      }, signal);
     const first = await list();
-    known = new Map(first.map((r) => [r.instanceId, r]));
+    known.reset(first);
     yield { op: "current", instances: first };
 
-    // A lower bound of the ttls known (exact after every re-read): a renewal or a removal of the earliest instance can
-    // only make the timer fire early, and the re-read then finds nothing expired. Kept so, a change costs no scan.
-    let earliest = earliestTtl(known.values());
+    // The earliest ttl known: a renewal or a removal of that instance can only make the timer fire early, and the step
+    // then finds nothing due.
+    let earliest = known.earliest();
     let lastExpiryRead = Number.NEGATIVE_INFINITY;
     while (!signal.aborted) {
       // the next step of the grid after the earliest ttl (see readShared), and not within a step of the last re-read
@@ -161,37 +245,40 @@ export async function* watchInstances(
       if (event === "resync") {
         // its own read, as of now: the state after an interruption, not one shared from before it
         const fresh = await readThroughOutage(() => list(), signal);
-        known = new Map(fresh.map((r) => [r.instanceId, r]));
-        earliest = earliestTtl(known.values());
+        known.reset(fresh);
+        earliest = known.earliest();
         yield { op: "resync", instances: fresh };
       } else if (event === "timeout") {
         lastExpiryRead = now();
-        const { at, byId } = await rereadShared();
+        const due = known.takeDue(lastExpiryRead);
+        const reads = due.length === 0 ? [] : await rereadDue(due);
         const expired: string[] = [];
-        for (const [id, had] of known) {
-          const r = byId.get(id);
+        due.forEach((had, i) => {
+          const { at, record: r } = reads[i];
+          // The instance may have changed while it was read: only what is still known is judged.
+          if (known.byId.get(had.instanceId) !== had) return;
           // Renewed without an event (throttled): only its new ttl is taken. Anything else that changed (metadata) has
           // an event on its way, which must still find the difference and be sent, not be swallowed here. Missing
-          // from the read: expired if its ttl had passed then; else it came after the (shared) read, or its deregister
-          // event is on its way.
-          if (!r) {
-            if (had.ttlAt !== undefined && had.ttlAt <= at) expired.push(id);
-          }
-          else if (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs) known.set(id, { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs });
-        }
-        for (const id of expired) known.delete(id);
-        earliest = earliestTtl(known.values());
+          // from the read: expired if its ttl had passed then; else the (shared) read was older than its ttl, or its
+          // deregister event is on its way — it stays due.
+          if (!r && had.ttlAt !== undefined && had.ttlAt <= at) {
+            known.delete(had.instanceId);
+            expired.push(had.instanceId);
+          } else known.set(r && (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs) ? { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs } : had);
+        });
+        earliest = known.earliest();
         for (const id of expired) yield { op: "expired", instanceId: id };
       } else if (event.op === "deregister" || event.op === "expired") {
         if (known.delete(event.instanceId!)) yield { op: event.op, instanceId: event.instanceId! };
+        earliest = known.earliest();
       } else {
         // register, renew, metadata: send the instance as it is now. Gone already: its deregister or expired event
         // follows, or the ttl known for it passes and the re-read finds it gone.
         const r = await readThroughOutage(() => readInstanceOf(event, () => store.getInstance(namespace, serviceId, event.instanceId!, now())), signal);
         // An event published before the first read (or before a re-read) arrives after it: what it announces is known.
-        if (!r || sameInstance(known.get(r.instanceId), r)) continue;
-        known.set(r.instanceId, r);
-        if (r.ttlAt !== undefined && (earliest === undefined || r.ttlAt < earliest)) earliest = r.ttlAt;
+        if (!r || sameInstance(known.byId.get(r.instanceId), r)) continue;
+        known.set(r);
+        earliest = known.earliest();
         yield { op: event.op as "register" | "renew" | "metadata", instance: r };
       }
     }

@@ -244,4 +244,29 @@ describe("registry read cache: bounds and late reads", () => {
     for (let i = 0; i < 33; i++) cache.instanceChanged("ns", "s", `s@http#x${i}#1`);
     expect(cache.lookup("ns", "s", T)).toBeUndefined();
   });
+
+  it("removals and renewals in bursts (a sweep's events) are applied by the next read, each cheaply, none lost", () => {
+    const cache = createRegistryReadCache();
+    cache.clear(true);
+    const all = records("big", 20_000).map((r, i) => ({ ...r, ttlAt: T + 1000 + i }));
+    cache.end(cache.begin("ns", "big"), { instances: all, readAt: T });
+    // 4,000 expiries in one turn: once, each copied the whole service (about a second here); now a set insertion
+    const started = performance.now();
+    for (let i = 0; i < 4000; i++) cache.instanceGone("ns", "big", all[2 * i].instanceId);
+    expect(performance.now() - started).toBeLessThan(150);
+    cache.instanceGone("ns", "big", "big@http#not-held#1"); // not in the entry: passed over
+    // the earliest left (all[1]) renewed through this store: the entry is current past its old ttl
+    cache.renewed("ns", "big", all[1].instanceId, T + 50_000);
+    const hit = cache.lookup("ns", "big", T + 1001.5) as readonly InstanceRecord[];
+    expect(hit).toHaveLength(16_000);
+    expect(hit.filter((_, i) => i < 4000).every((r) => Number(r.instanceId.split("#")[2]) % 2 === 0)).toBe(true); // the odd ports 1, 3… went
+    expect(hit.find((r) => r.instanceId === all[1].instanceId)?.ttlAt).toBe(T + 50_000);
+    expect(cache.size.instances).toBe(16_000);
+    expect(cache.lookup("ns", "big", T + 1003.5)).toBeUndefined(); // all[3]'s ttl passed: read the store
+    // a renewal of an instance that went is not brought back; a burst past the entry's size is applied at once
+    cache.instanceGone("ns", "big", all[5].instanceId);
+    cache.renewed("ns", "big", all[5].instanceId, T + 90_000);
+    for (let i = 0; i < 16_010; i++) cache.instanceGone("ns", "big", `big@http#gone-${i}#1`);
+    expect(cache.size.instances).toBe(15_999);
+  });
 });
