@@ -232,8 +232,8 @@ export async function* watchInstances(
     known.reset(first);
     yield { op: "current", instances: first };
 
-    // The earliest ttl known: a renewal or a removal of that instance can only make the timer fire early, and the step
-    // then finds nothing due.
+    // The earliest ttl known. A renewal without an event leaves an older ttl known: the step then reads the instance
+    // again and takes its new ttl.
     let earliest = known.earliest();
     let lastExpiryRead = Number.NEGATIVE_INFINITY;
     while (!signal.aborted) {
@@ -255,7 +255,7 @@ export async function* watchInstances(
         const expired: string[] = [];
         due.forEach((had, i) => {
           const { at, record: r } = reads[i];
-          // The instance may have changed while it was read: only what is still known is judged.
+          // An id taken twice (two heap entries of one ttl, see KnownInstances) is judged once.
           if (known.byId.get(had.instanceId) !== had) return;
           // Renewed without an event (throttled): only its new ttl is taken. Anything else that changed (metadata) has
           // an event on its way, which must still find the difference and be sent, not be swallowed here. Missing
