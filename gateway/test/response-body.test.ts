@@ -1,11 +1,11 @@
 import { create, ScalarType, toJson, type DescField, type Message } from "@bufbuild/protobuf";
 import { ConfigService } from "@gov/api/gen/gov/config/v1/config_pb";
-import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { InstanceSchema, RegistryService, WatchInstancesResponseSchema, type WatchInstancesResponse } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import { describe, expect, it } from "vitest";
-import { responseBody } from "../src/transcode/response.js";
+import { responseBody, wholeMessageJson } from "../src/transcode/response.js";
 import { restRoutesOf } from "../src/transcode/rest-routes.js";
 
 /**
@@ -40,5 +40,32 @@ describe("responseBody of a scalar response field", () => {
         expect(responseBody(route, msg), `${route.method.name} ${JSON.stringify(value)}`).toBe(generalWay(route, msg));
       }
     }
+  });
+});
+
+describe("wholeMessageJson (SSE events, whole-message answers)", () => {
+  const instance = (port: number) =>
+    create(InstanceSchema, { instanceId: `s@http#h#${port}`, serviceId: "s", schema: "http", host: "h", port, weight: 1, isEphemeral: true, ttlAt: { seconds: 1_800_000_000n, nanos: 0 }, metadata: { zone: "a" } });
+  const general = (msg: WatchInstancesResponse) => toJson(WatchInstancesResponseSchema, msg, { alwaysEmitImplicit: true });
+
+  it("is the protobuf JSON of the message, with lists or without, head fields set or not", () => {
+    const messages = [
+      create(WatchInstancesResponseSchema, { op: "current", serviceId: "s", instances: [instance(1), instance(2)] }),
+      create(WatchInstancesResponseSchema, { instances: [instance(3)] }), // nothing but the list set
+      create(WatchInstancesResponseSchema, { op: "current", serviceId: "s" }), // an empty list
+      create(WatchInstancesResponseSchema, { op: "register", serviceId: "s", instanceId: "s@http#h#4", instance: instance(4) }),
+      create(WatchInstancesResponseSchema),
+    ];
+    for (const msg of messages) expect(JSON.parse(wholeMessageJson(WatchInstancesResponseSchema, msg))).toEqual(general(msg));
+  });
+
+  it("serializes each message of a list once: the next event holding the same instances reuses their text", () => {
+    const shared = [instance(1), instance(2)];
+    wholeMessageJson(WatchInstancesResponseSchema, create(WatchInstancesResponseSchema, { op: "current", instances: shared }));
+    // records, and so their messages, are immutable: a change made anyway shows that the text was not made again
+    shared[0].port = 9;
+    const again = JSON.parse(wholeMessageJson(WatchInstancesResponseSchema, create(WatchInstancesResponseSchema, { op: "resync", instances: shared })));
+    expect(again.instances.map((i: { port: number }) => i.port)).toEqual([1, 2]);
+    expect(again.op).toBe("resync");
   });
 });

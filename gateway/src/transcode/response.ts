@@ -22,6 +22,31 @@ function messageJson(desc: DescMessage, msg: Message): string {
   return text;
 }
 
+/**
+ * A whole message as JSON text, its lists of messages from the per-message texts above: a watch's first message holds
+ * every instance of the service, and 50 watchers of a 6,000-instance service each serializing all of them kept the
+ * event loop busy for 250–400 ms; the instances' texts are now made once and joined. The lists go last in the object
+ * (JSON keys have no order).
+ */
+export function wholeMessageJson(desc: DescMessage, msg: Message): string {
+  const values = msg as unknown as Record<string, Message[]>;
+  let lists: { name: string; local: string; desc: DescMessage }[] | undefined;
+  for (const f of desc.fields) {
+    if (f.fieldKind === "list" && f.listKind === "message" && values[f.localName].length > 0) (lists ??= []).push({ name: f.jsonName, local: f.localName, desc: f.message });
+  }
+  if (lists === undefined) return JSON.stringify(toJson(desc, msg, JSON_OPTIONS));
+  const rest: Record<string, unknown> = { ...msg };
+  for (const list of lists) rest[list.local] = [];
+  const head = toJson(desc, rest as unknown as Message, JSON_OPTIONS) as Record<string, unknown>;
+  let tail = "";
+  for (const list of lists) {
+    delete head[list.name];
+    tail += `,${JSON.stringify(list.name)}:[${values[list.local].map((m) => messageJson(list.desc, m)).join(",")}]`;
+  }
+  const text = JSON.stringify(head);
+  return text === "{}" ? `{${tail.slice(1)}}` : `${text.slice(0, -1)}${tail}}`;
+}
+
 /** A bool or string field, or a list of either: protobuf JSON writes those values as JSON.stringify does. */
 const isPlainJson = (field: DescField) =>
   (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) && (field.scalar === ScalarType.BOOL || field.scalar === ScalarType.STRING);
@@ -29,7 +54,7 @@ const isPlainJson = (field: DescField) =>
 /** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
 export function responseBody(route: RestRoute, msg: Message): string {
   const field = route.responseField;
-  if (!field) return JSON.stringify(toJson(route.method.output, msg, JSON_OPTIONS));
+  if (!field) return wholeMessageJson(route.method.output, msg);
   const value = (msg as unknown as Record<string, unknown>)[field.localName];
   if (field.fieldKind === "message") return value === undefined ? "null" : messageJson(field.message, value as Message);
   if (field.fieldKind === "list" && field.listKind === "message") return `[${(value as Message[]).map((m) => messageJson(field.message, m)).join(",")}]`;
@@ -303,7 +328,7 @@ export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable
       const id = eventId(tagOfMessage(next.value));
       if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
       const idLine = tagOfMessage === NO_TAG ? "" : `id: ${id}\n`;
-      if (!(await writeOrWait(res, `${idLine}data: ${JSON.stringify(toJson(output, next.value, JSON_OPTIONS))}\n\n`))) break;
+      if (!(await writeOrWait(res, `${idLine}data: ${wholeMessageJson(output, next.value)}\n\n`))) break;
     }
   } catch (err) {
     const rest = toRestError(err);
