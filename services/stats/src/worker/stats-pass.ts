@@ -1,3 +1,4 @@
+import { setImmediate } from "node:timers/promises";
 import type { ConfigStore } from "@gov/config-service";
 import type { RegistryStore, TopologyStore } from "@gov/registry-service";
 import type { NamespaceStat, StatsStore } from "../stats/stats-store.js";
@@ -34,6 +35,9 @@ export interface PassResult {
   durationMs: number;
 }
 
+/** Namespaces visited between two turns given to other work. */
+const YIELD_EVERY = 64;
+
 /**
  * One run of the statistics job: for each namespace, sweep expired instances (which records each service's live
  * count), prune stale topology edges, count configs (one counter), then store the namespace's stat. Per namespace that is four
@@ -65,7 +69,11 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
 
   let next = 0;
   const lane = async () => {
-    while (next < all.length && !deps.signal?.aborted) await visit(all[next++]);
+    while (next < all.length && !deps.signal?.aborted) {
+      await visit(all[next++]);
+      // An in-memory store answers without giving the event loop a turn: 2,000 namespaces were one 30 ms block.
+      if (next % YIELD_EVERY === 0) await setImmediate();
+    }
   };
   await Promise.all(Array.from({ length: Math.min(deps.concurrency ?? 16, all.length) }, lane));
   // a namespace deleted since the last pass keeps no stale counts
