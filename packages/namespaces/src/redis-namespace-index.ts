@@ -49,7 +49,7 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
   const keys = indexKeys(system);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
   const call = redisCaller(client);
-  prepareScripts(client, REMOVE); // not while others' commands are being auto-pipelined (see prepareScripts)
+  prepareScripts(client, REMOVE);
   const maxCached = options.maxCached ?? 10_000;
   const known = new Set<string>();
   let live = false;

@@ -133,7 +133,7 @@ export function runDurableScript(client: RedisClient, script: LuaScript, keys: s
   const durability = durabilities.get(client);
   // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
   if (!durability) return runScript(client, script, keys, args);
-  prepareScripts(durability.writer, script); // before any pipeline is made: a pipeline copies its client's scripts
+  prepareScripts(durability.writer, script);
   return writeDurably(client, keys[0] ?? "", (batch) => callScript(durability.writer, script, keys, args, batch));
 }
 

@@ -1,7 +1,7 @@
 import { startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Cluster } from "ioredis";
-import { connectRedis, createSubscriberHub, defineScript, followChanges, parseRedisUrl, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
+import { callScript, connectRedis, createSubscriberHub, defineScript, prepareScripts, followChanges, parseRedisUrl, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
 
 describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-server", () => {
   let redis: RedisServer;
@@ -76,6 +76,21 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     expect((big as PromiseRejectedResult).reason.message).toMatch(/60000 keys and arguments, over the 10000 one call may carry/);
     expect(after).toEqual({ status: "fulfilled", value: 3 });
     expect(await runScript(client, count, keys.slice(0, 9_000), [])).toBe(9_000);
+  });
+
+  it("scripts are shared with pipelines, not copied onto each: one made before a script's definition runs it too", async () => {
+    const earlier = client.multi();
+    const scripts = Array.from({ length: 30 }, (_, i) => defineScript(`shared-${i}`, 1, `return redis.call('INCRBY', KEYS[1], ${i + 1})`));
+    prepareScripts(client, ...scripts);
+    const later = client.multi();
+    // what ioredis would otherwise copy onto every pipeline (auto-pipeline flushes, multi()): two properties per script
+    expect(Object.keys(later).filter((k) => k.startsWith("gov_"))).toEqual([]);
+    for (const [i, pipeline] of [earlier, later].entries()) {
+      callScript(client, scripts[29], [`{shared}:${i}`], [], pipeline);
+      callScript(client, scripts[0], [`{shared}:${i}`], [], pipeline);
+      expect((await pipeline.exec())?.map(([err, n]) => err ?? n)).toEqual([30, 31]);
+    }
+    expect(await Promise.all(scripts.slice(0, 3).map((script) => runScript(client, script, ["{shared}:auto"], [])))).toEqual([1, 3, 6]);
   });
 
   it("an outage becomes StoreUnavailableError naming the server; readiness sees it; scripts survive an emptied script cache", async () => {

@@ -202,7 +202,6 @@ const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
  * the replicas `gov.redis.min-replicas` asks for).
  */
 export function configScripts(client: RedisClient) {
-  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
   prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
     set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>

@@ -214,7 +214,6 @@ export function namespaceKeys(namespace: string, serviceIds: string[]): string[]
  * on each would cost a round trip for nothing an instance can see.
  */
 export function registryScripts(client: RedisClient) {
-  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
   prepareScripts(client, REGISTER, DEREGISTER, RENEW, SET_METADATA, DELETE_SERVICE, PUT_SERVICE, SWEEP, DELETE_NAMESPACE);
   const run = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runDurableScript(client, script, keys, args);
   const runVolatile = (script: typeof REGISTER, keys: Keys, args: (string | number)[]) => runScript(client, script, keys, args);

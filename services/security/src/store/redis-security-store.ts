@@ -62,7 +62,6 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 /** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
-  // Registered now, not at a first run that may fall in another caller's auto-pipeline (see prepareScripts).
   prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, UNBIND_ROLE, ROLE_REMOVED, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
