@@ -74,12 +74,18 @@ function define(client: RedisClient, script: LuaScript): ScriptCommand {
 /**
  * ioredis copies every defined script onto each pipeline it makes (two own properties per script, in its constructor),
  * and it makes one per auto-pipeline flush and per `multi()`: with the ~30 scripts of an all-in-one process that was
- * 13 µs per pipeline (2 µs without), ~4 % of a registration's CPU. The command's function does not depend on the
- * client (it runs the script on `this`), so it is put once on the pipelines' prototype, where every pipeline, also one
- * made before, finds it; and taken out of the set that the constructor copies. (ioredis 6.0.0 reads that set nowhere
- * else.)
+ * 13 µs per pipeline (2 µs without), ~4 % of a registration's CPU. The command's function runs the script on `this`
+ * and holds nothing but the script, so it is put once on the pipelines' prototype, where every pipeline, also one made
+ * before, finds it; and taken out of the set that the constructor copies (ioredis 6.0.0 reads that set nowhere else).
+ * The script holds its client's key prefix, though: a prefixed client's command is not shared, and is kept out of that
+ * client's auto-pipelines instead (a pipeline already open would not have it).
  */
 function shareWithPipelines(client: RedisClient, command: string): void {
+  if (client.options.keyPrefix) {
+    // A new array: the default one is shared by every client ioredis makes.
+    client.options.autoPipeliningIgnoredCommands = [...(client.options.autoPipeliningIgnoredCommands ?? []), command];
+    return;
+  }
   const internals = client as unknown as { scriptsSet: Record<string, unknown> } & Record<string, unknown>;
   const pipelines = Object.getPrototypeOf(client.pipeline()) as Record<string, unknown>;
   pipelines[command] ??= internals[command];

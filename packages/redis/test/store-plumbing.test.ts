@@ -93,6 +93,18 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     expect(await Promise.all(scripts.slice(0, 3).map((script) => runScript(client, script, ["{shared}:auto"], [])))).toEqual([1, 3, 6]);
   });
 
+  it("a client with a key prefix keeps its scripts to itself: another client's auto-pipelines do not run them with its prefix", async () => {
+    const prefixed = await connectRedis(redis.url, { redis: { keyPrefix: "pre:" } });
+    try {
+      const script = defineScript(`prefixed-${Date.now()}`, 1, "return redis.call('INCR', KEYS[1])");
+      expect(await runScript(prefixed, script, ["{prefixed}:n"], [])).toBe(1); // defined on the prefixed client first
+      expect(await runScript(client, script, ["{prefixed}:n"], [])).toBe(1); // auto-pipelined: ioredis calls pipeline[name]
+      expect([await client.get("pre:{prefixed}:n"), await client.get("{prefixed}:n")]).toEqual(["1", "1"]);
+    } finally {
+      await quitQuietly(prefixed);
+    }
+  });
+
   it("an outage becomes StoreUnavailableError naming the server; readiness sees it; scripts survive an emptied script cache", async () => {
     const call = redisCaller(client);
     const incr = defineScript("incr", 1, "return redis.call('INCRBY', KEYS[1], ARGV[1])");
