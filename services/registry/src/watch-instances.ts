@@ -32,9 +32,9 @@ export const MAX_QUEUED_CHANGES = 2048;
 const EXPIRY_SLACK_MS = 5;
 
 /**
- * Least time between two expiry re-reads of one watch. Each re-read costs the whole service: with thousands of
- * instances expiring one after another, re-reading at each ttl kept the event loop busy for seconds. Expiries that fall
- * within one such pause are reported together, still well within a second of their ttl.
+ * Least time between two expiry steps of one watch: with thousands of instances expiring one after another, a step at
+ * each ttl kept the event loop busy for seconds. Expiries that fall within one such pause are reported together, still
+ * well within a second of their ttl.
  */
 export const MIN_EXPIRY_REREAD_MS = 100;
 
@@ -49,10 +49,15 @@ const SHARE_MS = MIN_EXPIRY_REREAD_MS / 2;
 type SharedRead = Promise<{ at: number; byId: Map<string, InstanceRecord> }>;
 const sharedReads = new WeakMap<RegistryStore, Map<string, SharedRead>>();
 
+/** `store`'s map in `maps` (made on first use) and the key of one service in it. */
+function serviceSlot<T>(maps: WeakMap<RegistryStore, Map<string, T>>, store: RegistryStore, namespace: string, serviceId: string) {
+  let map = maps.get(store);
+  if (!map) maps.set(store, (map = new Map()));
+  return { map, key: `${namespace}\u0000${serviceId}` };
+}
+
 function readShared(store: RegistryStore, namespace: string, serviceId: string, at: number, read: (at: number) => Promise<InstanceRecord[]>): SharedRead {
-  let reads = sharedReads.get(store);
-  if (!reads) sharedReads.set(store, (reads = new Map()));
-  const key = `${namespace}\u0000${serviceId}`;
+  const { map: reads, key } = serviceSlot(sharedReads, store, namespace, serviceId);
   let shared = reads.get(key);
   if (!shared) {
     shared = read(at).then((fresh) => ({ at, byId: new Map(fresh.map((r) => [r.instanceId, r])) }));
@@ -72,9 +77,7 @@ type DueRead = Promise<{ at: number; record: InstanceRecord | undefined }>;
 const dueReads = new WeakMap<RegistryStore, Map<string, Map<string, DueRead>>>();
 
 function readDueShared(store: RegistryStore, namespace: string, serviceId: string, ids: string[], read: (id: string, at: number) => Promise<InstanceRecord | undefined>, now: () => number) {
-  let services = dueReads.get(store);
-  if (!services) dueReads.set(store, (services = new Map()));
-  const key = `${namespace}\u0000${serviceId}`;
+  const { map: services, key } = serviceSlot(dueReads, store, namespace, serviceId);
   let batch = services.get(key);
   if (!batch) {
     const fresh = (batch = new Map<string, DueRead>());
