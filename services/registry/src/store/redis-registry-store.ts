@@ -1,5 +1,6 @@
 import { Cluster } from "ioredis";
-import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, WriteOutcomeUnknownError, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { excerpt } from "@gov/service-kit";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { DELETE_CHUNK, EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
@@ -173,8 +174,15 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       return (await write({ op: "deregister", namespace: ns, serviceId, instanceId }, () => scripts.deregister(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)))) === 1;
     },
     async renew(ns, serviceId, instanceId, now) {
-      const ttlAt = await write({ op: "renew", namespace: ns, serviceId, instanceId }, () => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
+      const target = { op: "renew", namespace: ns, serviceId, instanceId } as const;
+      const ttlAt = await write(target, () => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
       if (ttlAt === null) return undefined;
+      // Seen once during a Cluster failover ("Connection is closed"): an answer that is not the script's. A NaN deadline
+      // would reach the caller and the read cache; the renewal's outcome is unknown instead.
+      if (!Number.isFinite(Number(ttlAt))) {
+        const { what, howToCheck } = failedWrite(target);
+        throw new WriteOutcomeUnknownError(`${what} got an answer that is not the script's (${excerpt(String(ttlAt))}), so it may or may not have been applied: ${howToCheck}`);
+      }
       return ttlAt < 0 ? {} : { ttlAt: Number(ttlAt) };
     },
     async setMetadata(ns, serviceId, instanceId, metadata, now) {
