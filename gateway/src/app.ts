@@ -4,7 +4,7 @@ import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
-import { CONNECT_JSON_OPTIONS, logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, REQUEST_TIMEOUT, serveConnectUnary, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { CONNECT_JSON_OPTIONS, largeListsInterceptor, logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, REQUEST_TIMEOUT, serveConnectUnary, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -88,7 +88,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
       vouchForwardedFor(rpcs, options.trustedProxies ?? []); // as REST does: a client's own x-forwarded-for is not believed
       // plain Connect unary calls skip Connect-ES's universal handler, as on a service's own listener
       serveConnectUnary(rpcs, { routes: connect.routes, interceptors: connect.interceptors, limit: { readMaxBytes, setting: "gov.limits.zip-upload, plus 1 KiB" } });
-      await rpcs.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: connect.interceptors, grpc: false, grpcWeb: true, connect: true, readMaxBytes, jsonOptions: CONNECT_JSON_OPTIONS });
+      await rpcs.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: [largeListsInterceptor, ...connect.interceptors], grpc: false, grpcWeb: true, connect: true, readMaxBytes, jsonOptions: CONNECT_JSON_OPTIONS });
     });
   }
   return app;

@@ -4,7 +4,7 @@ import multipart from "@fastify/multipart";
 import type { FastifyInstance, FastifyReply } from "fastify";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
 import { buildRequest } from "./request.js";
-import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
+import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, prepareAnswer, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
 import { restRoutesOf, type RestRoute } from "./rest-routes.js";
 
 /**
@@ -93,6 +93,8 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
       const res = long
         ? await transport.unary(method, clientGoneSignal(reply), LONG_CALL_DEADLINE_MS, headers, input as never)
         : await transport.unary(method, undefined, undefined, headers, input as never);
+      const ready = prepareAnswer(route.method.output, res.message as Message);
+      if (ready) await ready;
       return sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
     },
   });

@@ -1,6 +1,7 @@
 import { promisify } from "node:util";
 import { brotliCompress, constants as zlibConstants, gzip } from "node:zlib";
 import { ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
+import { jsonTexts, prepareLargeLists } from "@gov/service-kit";
 import negotiate from "@fastify/accept-negotiator";
 import type { FastifyReply } from "fastify";
 import { logFailure, toRestError } from "../errors.js";
@@ -10,45 +11,19 @@ const JSON_OPTIONS = { alwaysEmitImplicit: true } as const;
 
 // JSON text of message-typed response fields (and of each message of a repeated one), by message identity: services
 // hand out the same immutable message for an unchanged record (e.g. a cached config, a registry instance), so a hot
-// read is serialized once, not on every request.
-const jsonText = new WeakMap<Message, string>();
-
-function messageJson(desc: DescMessage, msg: Message): string {
-  let text = jsonText.get(msg);
-  if (text === undefined) {
-    text = JSON.stringify(toJson(desc, msg, JSON_OPTIONS));
-    jsonText.set(msg, text);
-  }
-  return text;
-}
-
-/** A list of messages as JSON text, from their texts (see messageJson). */
-const listJson = (desc: DescMessage, messages: Message[]) => `[${messages.map((m) => messageJson(desc, m)).join(",")}]`;
+// read is serialized once, not on every request. A watch's first message holds every instance of the service: 50
+// watchers of a 6,000-instance service each serializing all of them kept the event loop busy for 250–400 ms; the
+// instances' texts are now made once (a few milliseconds at a time, see prepareAnswer) and joined.
+const texts = jsonTexts(JSON_OPTIONS);
+const messageJson = texts.message;
+const listJson = texts.list;
+export const wholeMessageJson = texts.whole;
 
 /**
- * A whole message as JSON text, its lists of messages from the per-message texts above: a watch's first message holds
- * every instance of the service, and 50 watchers of a 6,000-instance service each serializing all of them kept the
- * event loop busy for 250–400 ms; the instances' texts are now made once and joined. The lists go last in the object
- * (JSON keys have no order).
+ * Makes the JSON texts of `msg`'s long lists of messages a few milliseconds at a time (see large-lists.ts in the
+ * service kit), so that serializing it afterwards is a join; undefined when it has none.
  */
-export function wholeMessageJson(desc: DescMessage, msg: Message): string {
-  const values = msg as unknown as Record<string, Message[]>;
-  let lists: { name: string; local: string; desc: DescMessage }[] | undefined;
-  for (const f of desc.fields) {
-    if (f.fieldKind === "list" && f.listKind === "message" && values[f.localName].length > 0) (lists ??= []).push({ name: f.jsonName, local: f.localName, desc: f.message });
-  }
-  if (lists === undefined) return JSON.stringify(toJson(desc, msg, JSON_OPTIONS));
-  const rest: Record<string, unknown> = { ...msg };
-  for (const list of lists) rest[list.local] = [];
-  const head = toJson(desc, rest as unknown as Message, JSON_OPTIONS) as Record<string, unknown>;
-  let tail = "";
-  for (const list of lists) {
-    delete head[list.name];
-    tail += `,${JSON.stringify(list.name)}:${listJson(list.desc, values[list.local])}`;
-  }
-  const text = JSON.stringify(head);
-  return text === "{}" ? `{${tail.slice(1)}}` : `${text.slice(0, -1)}${tail}}`;
-}
+export const prepareAnswer = (desc: DescMessage, msg: Message): Promise<void> | undefined => prepareLargeLists(desc, msg, messageJson);
 
 /** A bool or string field, or a list of either: protobuf JSON writes those values as JSON.stringify does. */
 const isPlainJson = (field: DescField) =>
@@ -331,6 +306,8 @@ export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable
       const id = eventId(tagOfMessage(next.value));
       if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
       const idLine = tagOfMessage === NO_TAG ? "" : `id: ${id}\n`;
+      const ready = prepareAnswer(output, next.value);
+      if (ready) await ready;
       if (!(await writeOrWait(res, `${idLine}data: ${wholeMessageJson(output, next.value)}\n\n`))) break;
     }
   } catch (err) {

@@ -1,10 +1,11 @@
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
-import type { DescMessage, DescMethodUnary, DescService } from "@bufbuild/protobuf";
+import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { createMethodSerializationLookup, getJsonOptions, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { binaryElement, jsonTexts, prepareLargeLists, withEncodedLists } from "./large-lists.js";
 import { refuseLostKeys } from "./lost-keys.js";
 import { correctedError, type MessageLimit } from "./request-errors.js";
 import { inProcessTransport, responsesOfErrors, type LocalService } from "./transport/in-process.js";
@@ -69,6 +70,8 @@ export function serveConnectUnary(
   const services = servicesOf(options.routes);
   const transport: Transport = inProcessTransport(services, options.interceptors, { urlBase: options.baseUrl ?? "http://connect" });
   const jsonOptions = getJsonOptions(CONNECT_JSON_OPTIONS);
+  const texts = jsonTexts(jsonOptions);
+  const utf8 = new TextEncoder();
   const limits = { readMaxBytes: options.limit.readMaxBytes, writeMaxBytes: 0xffffffff };
   const routes = new Map<string, Route>();
   for (const { service } of services) {
@@ -125,7 +128,13 @@ export function serveConnectUnary(
         throw correctedError(ConnectError.from(err), options.limit, route.method.input);
       }
       const res = await transport.unary(route.method, abort.signal, timeoutMs, request.headers as Record<string, string>, input as never, undefined);
-      out = route.serialization.getO(binary).serialize(res.message);
+      const message = res.message as Message;
+      // An answer with a long list (see large-lists.ts) is encoded a few milliseconds at a time, then joined.
+      const ready = prepareLargeLists(route.method.output, message, binary ? binaryElement : texts.message);
+      if (ready) {
+        await ready;
+        out = binary ? route.serialization.getO(true).serialize(withEncodedLists(route.method.output, message)) : utf8.encode(texts.whole(route.method.output, message));
+      } else out = route.serialization.getO(binary).serialize(message);
       header = trailerMux(res.header, res.trailer);
     } catch (err) {
       const error = ConnectError.from(err);

@@ -13,6 +13,7 @@ import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { refuseExpiredDeadlines } from "./expired-deadline.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { CONNECT_JSON_OPTIONS, serveConnectUnary } from "./connect-unary.js";
+import { largeListsInterceptor } from "./large-lists.js";
 import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
@@ -99,7 +100,7 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     // Plain Connect unary calls over HTTP/1.1 skip Connect-ES's universal handler (see connect-unary.ts); the plugin
     // below serves everything else on the same paths.
     if (!http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors: options.interceptors ?? [], limit: guardsOf(options).limit! });
-    await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: options.interceptors, readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES, jsonOptions: CONNECT_JSON_OPTIONS });
+    await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: [largeListsInterceptor, ...(options.interceptors ?? [])], readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES, jsonOptions: CONNECT_JSON_OPTIONS });
   });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return;

@@ -14,7 +14,7 @@ import {
   WatchInstancesResponseSchema,
   WatchServicesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { checkNamespace, perRecord, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, mapInTurns, perRecord, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
@@ -147,7 +147,8 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       checkTarget(req.namespace, req.serviceId);
       const instances = await store.listInstances(req.namespace, req.serviceId, now());
       deps.topology?.discovered(ctx, req.namespace, req.serviceId, instances.length > 0);
-      return { instances: instances.map(toInstance) };
+      const made = mapInTurns(instances, toInstance); // a large service's messages a few ms at a time
+      return { instances: made instanceof Promise ? await made : made };
     },
 
     async registerInstance(req) {
@@ -202,10 +203,11 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       for await (const e of watchInstances(store, req.namespace, req.serviceId, ctx.signal, now)) {
         // a watching client (the SDK's discovery cache) keeps using the service: its edge stays seen while it watches
         deps.topology?.discovered(ctx, req.namespace, req.serviceId, "instances" in e ? e.instances.length > 0 : "instance" in e);
+        const made = "instances" in e ? mapInTurns(e.instances, toInstance) : undefined;
         yield create(WatchInstancesResponseSchema, {
           op: e.op,
           serviceId: req.serviceId,
-          ...("instances" in e ? { instances: e.instances.map(toInstance) } : {}),
+          ...(made ? { instances: made instanceof Promise ? await made : made } : {}),
           ...("instance" in e ? { instanceId: e.instance.instanceId, instance: toInstance(e.instance) } : {}),
           ...("instanceId" in e ? { instanceId: e.instanceId } : {}),
         });

@@ -14,9 +14,16 @@ class Service extends Map<string, InstanceRecord> {
   #listed: InstanceRecord[] | undefined;
   #from = 0;
   #until = 0;
+  /**
+   * No instance expires before this time (a lower bound: a renewal moves a ttl later without raising it). Every write
+   * drops the expired instances first; without this bound each one scanned the whole service, and registering a
+   * 6,000-instance service cost ~300 µs per instance.
+   */
+  earliestTtl = Infinity;
 
   override set(id: string, r: InstanceRecord): this {
     this.#listed = undefined;
+    if (r.ttlAt !== undefined && r.ttlAt < this.earliestTtl) this.earliestTtl = r.ttlAt;
     return super.set(id, r);
   }
   override delete(id: string): boolean {
@@ -59,13 +66,19 @@ export function createMemoryRegistryStore(): RegistryStore {
 
   /** Lazy cleanup, as the Redis scripts do before every write to a service. */
   const dropExpired = (ns: string, serviceId: string, service: Service, now: number): number => {
+    if (now < service.earliestTtl) return 0;
     let n = 0;
+    let earliest = Infinity;
     for (const [id, r] of service) {
-      if (live(r, now)) continue;
+      if (live(r, now)) {
+        if (r.ttlAt !== undefined && r.ttlAt < earliest) earliest = r.ttlAt;
+        continue;
+      }
       service.delete(id);
       emit({ namespace: ns, serviceId, op: "expired", instanceId: id });
       n++;
     }
+    service.earliestTtl = earliest;
     return n;
   };
   const liveInstance = (ns: string, serviceId: string, instanceId: string, now: number) => {

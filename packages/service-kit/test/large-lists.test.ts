@@ -1,0 +1,82 @@
+// The joined encodings of long lists (large-lists.ts): the same bytes and JSON as the ordinary serializers, made in
+// turns of the event loop.
+import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { InstanceSchema, ListInstancesResponseSchema, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { describe, expect, it } from "vitest";
+import { jsonTexts, LARGE_LIST, mapInTurns, prepareLargeLists } from "../src/index.js";
+import { binaryElement, withEncodedLists } from "../src/large-lists.js";
+
+const instances = (n: number, tag = ""): Instance[] =>
+  Array.from({ length: n }, (_, k) =>
+    create(InstanceSchema, {
+      instanceId: `order${tag}@http#10.0.${k >> 8}.${k & 255}#8080`,
+      serviceId: "order",
+      schema: "http",
+      host: `10.0.${k >> 8}.${k & 255}`,
+      port: 8080,
+      weight: k % 3,
+      isEphemeral: k % 2 === 0,
+      ttlAt: k % 2 === 0 ? timestampFromMs(1_800_000_000_000 + k) : undefined,
+      metadata: k % 5 ? { zone: "a", "ü": "ß" } : {},
+    }),
+  );
+
+describe("long lists of messages, encoded from their elements", () => {
+  it("protobuf: the bytes toBinary writes when the list is the last field, and the same message decoded when it is not", () => {
+    const list = create(ListInstancesResponseSchema, { instances: instances(LARGE_LIST + 5) });
+    const joined = withEncodedLists(ListInstancesResponseSchema, list);
+    expect(joined).not.toBe(list);
+    expect(list.instances).toHaveLength(LARGE_LIST + 5); // the original is left as it was
+    expect(Buffer.from(toBinary(ListInstancesResponseSchema, joined)).equals(Buffer.from(toBinary(ListInstancesResponseSchema, list)))).toBe(true);
+
+    // instances (field 5) comes before nothing here, but op and service_id (1, 2) and instance (4) are set too
+    const watch = create(WatchInstancesResponseSchema, { op: "current", serviceId: "order", instanceId: "x", instance: instances(1)[0], instances: instances(LARGE_LIST * 2, "w") });
+    const decoded = fromBinary(WatchInstancesResponseSchema, toBinary(WatchInstancesResponseSchema, withEncodedLists(WatchInstancesResponseSchema, watch)));
+    expect(toJson(WatchInstancesResponseSchema, decoded)).toEqual(toJson(WatchInstancesResponseSchema, watch));
+  });
+
+  it("protobuf: a short list, and a message with other unknown fields, pass as they are or keep those fields", () => {
+    const short = create(ListInstancesResponseSchema, { instances: instances(LARGE_LIST - 1) });
+    expect(withEncodedLists(ListInstancesResponseSchema, short)).toBe(short);
+    const carried = fromBinary(ListInstancesResponseSchema, new Uint8Array([0x98, 0x06, 0x07])); // field 99, varint 7
+    carried.instances = instances(LARGE_LIST);
+    const back = fromBinary(ListInstancesResponseSchema, toBinary(ListInstancesResponseSchema, withEncodedLists(ListInstancesResponseSchema, carried)));
+    expect(back.instances).toHaveLength(LARGE_LIST);
+    expect(back.$unknown).toEqual([{ no: 99, wireType: 0, data: new Uint8Array([7]) }]);
+  });
+
+  it("an element's encoding is made once per message", () => {
+    const [a] = instances(1);
+    expect(binaryElement(InstanceSchema, a)).toBe(binaryElement(InstanceSchema, a));
+    const texts = jsonTexts({});
+    expect(texts.message(InstanceSchema, a)).toBe(texts.message(InstanceSchema, a));
+  });
+
+  it("JSON: the same object as toJson, with and without implicit values", () => {
+    const watch = create(WatchInstancesResponseSchema, { op: "current", serviceId: "order", instances: instances(LARGE_LIST + 1) });
+    for (const options of [{}, { alwaysEmitImplicit: true }]) {
+      const texts = jsonTexts(options);
+      expect(JSON.parse(texts.whole(WatchInstancesResponseSchema, watch))).toEqual(toJson(WatchInstancesResponseSchema, watch, options));
+      expect(JSON.parse(texts.list(InstanceSchema, watch.instances))).toEqual(watch.instances.map((i) => toJson(InstanceSchema, i, options)));
+      const empty = create(WatchInstancesResponseSchema, {});
+      expect(JSON.parse(texts.whole(WatchInstancesResponseSchema, empty))).toEqual(toJson(WatchInstancesResponseSchema, empty, options));
+    }
+  });
+
+  it("a long list is prepared in turns: other work runs in between, and nothing is left to do for a short one", async () => {
+    expect(prepareLargeLists(ListInstancesResponseSchema, create(ListInstancesResponseSchema, { instances: instances(10) }), binaryElement)).toBeUndefined();
+    const big = create(ListInstancesResponseSchema, { instances: instances(20_000, "big") });
+    let turns = 0;
+    const ticker = setInterval(() => turns++, 0);
+    try {
+      await prepareLargeLists(ListInstancesResponseSchema, big, binaryElement);
+    } finally {
+      clearInterval(ticker);
+    }
+    // 20,000 protobuf encodings take well over 5 ms anywhere: the loop must have turned while they were made
+    expect(turns).toBeGreaterThan(0);
+    expect(Array.isArray(mapInTurns([1, 2], (x) => x * 2))).toBe(true);
+    expect(await mapInTurns(Array.from({ length: LARGE_LIST }, (_, i) => i), (x) => x * 2)).toEqual(Array.from({ length: LARGE_LIST }, (_, i) => i * 2));
+  });
+});
