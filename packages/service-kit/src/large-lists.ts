@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { toBinary, toJson, type DescField, type DescMessage, type JsonWriteOptions, type Message } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { fromBinary, toBinary, toJson, type DescField, type DescMessage, type JsonWriteOptions, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import type { Interceptor, StreamResponse, UnaryResponse } from "@connectrpc/connect";
 
 /**
@@ -187,3 +187,64 @@ export const largeListsInterceptor: Interceptor = (next) => async (req) => {
     })(),
   } as StreamResponse;
 };
+
+/** Answers smaller than this are decoded in one piece: they cannot hold enough messages to matter (< 1 ms). */
+const LARGE_ANSWER_BYTES = 16 * 1024;
+
+/**
+ * `fromBinary(desc, bytes)`; an answer with a long list of messages is decoded a few milliseconds at a time (a promise):
+ * a remote 8,000-instance list took 33–38 ms in one piece (175 ms the first time, before the JIT). The bytes are
+ * scanned once for the lists' elements; the rest of the message is decoded at once, then the elements in turns.
+ */
+export function fromBinaryInTurns<Desc extends DescMessage, M = MessageShape<Desc>>(desc: Desc, bytes: Uint8Array): M | Promise<M> {
+  const lists = bytes.byteLength < LARGE_ANSWER_BYTES ? undefined : messageListsByNumber(desc);
+  if (lists === undefined) return fromBinary(desc, bytes) as M;
+  const reader = new BinaryReader(bytes);
+  const elements = new Map<DescField, Uint8Array[]>();
+  const rest: Uint8Array[] = [];
+  let longest = 0;
+  while (reader.pos < reader.len) {
+    const start = reader.pos;
+    const [no, wireType] = reader.tag();
+    const f = wireType === WireType.LengthDelimited ? lists.get(no) : undefined;
+    if (f === undefined) {
+      reader.skip(wireType, no);
+      rest.push(bytes.subarray(start, reader.pos));
+      continue;
+    }
+    let list = elements.get(f);
+    if (!list) elements.set(f, (list = []));
+    list.push(reader.bytes());
+    longest = Math.max(longest, list.length);
+  }
+  if (longest < LARGE_LIST) return fromBinary(desc, bytes) as M;
+  return (async () => {
+    const msg = fromBinary(desc, joined(rest)) as M;
+    const turns = turnTaker();
+    for (const [f, list] of elements) {
+      const out = (msg as unknown as Record<string, Message[]>)[f.localName];
+      for (let i = 0; i < list.length; i++) {
+        out.push(fromBinary(f.message!, list[i]));
+        if ((i & 15) === 15) await turns.maybe();
+      }
+    }
+    return msg;
+  })();
+}
+
+function joined(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+/** The lists of messages of `desc` by field number; undefined when it has none. */
+function messageListsByNumber(desc: DescMessage): Map<number, DescField> | undefined {
+  let lists: Map<number, DescField> | undefined;
+  for (const f of desc.fields) if (f.fieldKind === "list" && f.listKind === "message") (lists ??= new Map()).set(f.number, f);
+  return lists;
+}

@@ -5,7 +5,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { InstanceSchema, ListInstancesResponseSchema, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { describe, expect, it } from "vitest";
 import { jsonTexts, LARGE_LIST, mapInTurns, prepareLargeLists } from "../src/index.js";
-import { binaryElement, withEncodedLists } from "../src/large-lists.js";
+import { binaryElement, fromBinaryInTurns, withEncodedLists } from "../src/large-lists.js";
 
 const instances = (n: number, tag = ""): Instance[] =>
   Array.from({ length: n }, (_, k) =>
@@ -78,5 +78,21 @@ describe("long lists of messages, encoded from their elements", () => {
     expect(turns).toBeGreaterThan(0);
     expect(Array.isArray(mapInTurns([1, 2], (x) => x * 2))).toBe(true);
     expect(await mapInTurns(Array.from({ length: LARGE_LIST }, (_, i) => i), (x) => x * 2)).toEqual(Array.from({ length: LARGE_LIST }, (_, i) => i * 2));
+  });
+
+  it("decoding: a long list comes back in turns, equal to fromBinary's; a short answer is decoded at once", async () => {
+    const watch = create(WatchInstancesResponseSchema, { op: "current", serviceId: "order", instanceId: "x", instance: instances(1)[0], instances: instances(3000, "d") });
+    const bytes = toBinary(WatchInstancesResponseSchema, watch);
+    const decoded = fromBinaryInTurns(WatchInstancesResponseSchema, bytes);
+    expect(decoded).toBeInstanceOf(Promise);
+    expect(toJson(WatchInstancesResponseSchema, await decoded)).toEqual(toJson(WatchInstancesResponseSchema, fromBinary(WatchInstancesResponseSchema, bytes)));
+    const small = toBinary(ListInstancesResponseSchema, create(ListInstancesResponseSchema, { instances: instances(3) }));
+    expect(fromBinaryInTurns(ListInstancesResponseSchema, small)).not.toBeInstanceOf(Promise);
+    const many = create(ListInstancesResponseSchema, { instances: instances(LARGE_LIST * 3, "m") });
+    const manyBytes = Buffer.concat([Buffer.from(toBinary(ListInstancesResponseSchema, many)), Buffer.from([0x98, 0x06, 0x07])]);
+    // an unknown field is kept, as fromBinary keeps it
+    const back = await fromBinaryInTurns(ListInstancesResponseSchema, manyBytes);
+    expect(back.instances.map((i) => i.instanceId)).toEqual(many.instances.map((i) => i.instanceId));
+    expect(back.$unknown).toEqual([{ no: 99, wireType: 0, data: new Uint8Array([7]) }]);
   });
 });

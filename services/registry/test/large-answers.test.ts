@@ -8,10 +8,13 @@ import {
   InstanceSchema,
   ListInstancesRequestSchema,
   ListInstancesResponseSchema,
+  RegistryService,
   WatchInstancesRequestSchema,
   WatchInstancesResponseSchema,
   type Instance,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { buildGateway } from "@gov/gateway";
+import { createLogger, remoteTransport } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
 import type { RegistryStore } from "../src/store/registry-store.js";
@@ -106,11 +109,19 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
   const namespace = ns("big");
   let n = 0;
 
+  /** A gateway of its own whose registry is the process above, reached over HTTP (GOV_REGISTRY_SERVICE_URL). */
+  let remoteGateway: { url: string; close(): Promise<void> };
+
   beforeAll(async () => {
     gw = await createRegistryGateway((store = createMemoryRegistryStore()));
     urls = await gw.listen();
+    const app = await buildGateway({ services: [{ service: RegistryService, transport: remoteTransport(urls.url) }], logger: createLogger("test", "silent"), limits: { maxJsonBody: 1 << 20, maxZipBytes: 1 << 20 } });
+    remoteGateway = { url: await app.listen({ port: 0, host: "127.0.0.1" }), close: () => app.close() };
   });
-  afterAll(async () => gw?.close());
+  afterAll(async () => {
+    await remoteGateway?.close();
+    await gw?.close();
+  });
 
   /**
    * A fresh service of INSTANCES instances, written straight to the store: each case then meets messages and
@@ -181,6 +192,13 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
         const first = fromBinary(WatchInstancesResponseSchema, body);
         expect(first.op).toBe("current");
         return first.instances;
+      },
+    },
+    {
+      name: "REST list through a gateway that reaches the registry over the network (split deployment)",
+      read: async (serviceId) => {
+        const body = await stalled(async () => Buffer.from(await (await fetch(`${remoteGateway.url}/v1/namespaces/${seg(namespace)}/services/${serviceId}/instances`)).arrayBuffer()));
+        return (JSON.parse(body.toString()) as unknown[]).map((j) => fromJsonInstance(j));
       },
     },
     {

@@ -1,9 +1,10 @@
 import { Agent, request as httpRequest, type IncomingHttpHeaders } from "node:http";
-import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
+import { create, toBinary, type DescMessage, type DescMethod, type DescMethodUnary, type MessageShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type ContextValues, type Interceptor, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
 import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
+import { fromBinaryInTurns } from "../large-lists.js";
 
 type UnaryCall = (
   method: DescMethodUnary,
@@ -75,7 +76,10 @@ export function connectUnaryClient(baseUrl: string, interceptors: Interceptor[] 
             const [header, trailer] = trailerDemux(toHeaders(res.headers));
             const status = res.statusCode ?? 0;
             if (status === 200 && res.headers["content-type"] === "application/proto") {
-              resolve({ stream: false, service: method.parent, method, header, trailer, message: fromBinary(method.output, bytes) } as UnaryResponse);
+              const answer = (message: unknown) => ({ stream: false, service: method.parent, method, header, trailer, message }) as UnaryResponse;
+              const decoded = fromBinaryInTurns(method.output, bytes); // a long list: a few ms at a time
+              if (decoded instanceof Promise) decoded.then((m) => resolve(answer(m)), (err: unknown) => reject(ConnectError.from(err, Code.Internal)));
+              else resolve(answer(decoded));
               return;
             }
             const metadata = new Headers(header);
