@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
+import { guardClusterPipelines } from "./cluster-pipelines.js";
 
 /** A standalone client or a cluster client; both speak the same commands. */
 export type RedisClient = Redis | Cluster;
@@ -70,6 +71,7 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
     ...options.redis,
   };
   const credentials = { ...(target.kind === "cluster" && target.username ? { username: target.username } : {}), ...(target.kind === "cluster" && target.password ? { password: target.password } : {}) };
+  if (target.kind === "cluster") guardClusterPipelines(); // see cluster-pipelines.ts: replies astray after a failover
   const client =
     target.kind === "standalone"
       ? new Redis(target.url, base)

@@ -1,4 +1,5 @@
 export { createRedis, connectRedis, parseRedisUrl, redactRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";
+export { guardClusterPipelines } from "./cluster-pipelines.js";
 export { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 export { describeWriteFailure, writeMaySend, type FailedWrite } from "./write-outcome.js";
 export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type RedisCall } from "./outage.js";

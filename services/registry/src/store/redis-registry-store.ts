@@ -177,8 +177,9 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       const target = { op: "renew", namespace: ns, serviceId, instanceId } as const;
       const ttlAt = await write(target, () => scripts.renew(serviceKeys(ns, serviceId), serviceId, instanceId, now, eventChannel(ns)));
       if (ttlAt === null) return undefined;
-      // Seen once during a Cluster failover ("Connection is closed"): an answer that is not the script's. A NaN deadline
-      // would reach the caller and the read cache; the renewal's outcome is unknown instead.
+      // Seen during a Cluster failover: an answer that was not the script's ("OK"), handed over by ioredis's Cluster
+      // pipelines (guarded since: @gov/redis cluster-pipelines.ts). Should another path do it, a NaN deadline would
+      // reach the caller and the read cache; the renewal's outcome is unknown instead.
       if (!Number.isFinite(Number(ttlAt))) {
         const { what, howToCheck } = failedWrite(target);
         throw new WriteOutcomeUnknownError(`${what} got an answer that is not the script's (${excerpt(String(ttlAt))}), so it may or may not have been applied: ${howToCheck}`);
