@@ -33,7 +33,7 @@ function perMessage<T>(encode: Encode<T>): Encode<T> {
 function largeLists(desc: DescMessage, msg: Message): DescField[] | undefined {
   let lists: DescField[] | undefined;
   for (const f of desc.fields) {
-    if (f.fieldKind === "list" && f.listKind === "message" && (msg as unknown as Record<string, unknown[]>)[f.localName].length >= LARGE_LIST) {
+    if (f.fieldKind === "list" && f.listKind === "message" && ((msg as unknown as Record<string, unknown[] | undefined>)[f.localName]?.length ?? 0) >= LARGE_LIST) {
       (lists ??= []).push(f);
     }
   }
@@ -115,7 +115,7 @@ export function jsonTexts(options: Partial<JsonWriteOptions>): JsonTexts {
     whole(desc, msg) {
       const values = msg as unknown as Record<string, Message[]>;
       let lists: DescField[] | undefined;
-      for (const f of desc.fields) if (f.fieldKind === "list" && f.listKind === "message" && values[f.localName].length > 0) (lists ??= []).push(f);
+      for (const f of desc.fields) if (f.fieldKind === "list" && f.listKind === "message" && values[f.localName]?.length > 0) (lists ??= []).push(f);
       if (lists === undefined) return JSON.stringify(toJson(desc, msg, options));
       const rest: Record<string, unknown> = { ...msg };
       for (const f of lists) rest[f.localName] = [];
