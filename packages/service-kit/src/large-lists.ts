@@ -29,16 +29,25 @@ function perMessage<T>(encode: Encode<T>): Encode<T> {
   };
 }
 
-/** The fields of `msg` that are lists of messages with at least LARGE_LIST elements; undefined when there are none. */
-function largeLists(desc: DescMessage, msg: Message): DescField[] | undefined {
+const messageLists = new WeakMap<DescMessage, DescField[]>();
+
+/** The fields of `desc` that are lists of messages (found once per message type: every answer asks). */
+function messageListFields(desc: DescMessage): DescField[] {
+  let fields = messageLists.get(desc);
+  if (fields === undefined) messageLists.set(desc, (fields = desc.fields.filter((f) => f.fieldKind === "list" && f.listKind === "message")));
+  return fields;
+}
+
+/** The lists of messages in `msg` with at least `least` elements; undefined when there are none. */
+function listsOf(desc: DescMessage, msg: Message, least: number): DescField[] | undefined {
   let lists: DescField[] | undefined;
-  for (const f of desc.fields) {
-    if (f.fieldKind === "list" && f.listKind === "message" && ((msg as unknown as Record<string, unknown[] | undefined>)[f.localName]?.length ?? 0) >= LARGE_LIST) {
-      (lists ??= []).push(f);
-    }
+  for (const f of messageListFields(desc)) {
+    if (((msg as unknown as Record<string, unknown[] | undefined>)[f.localName]?.length ?? 0) >= least) (lists ??= []).push(f);
   }
   return lists;
 }
+
+const largeLists = (desc: DescMessage, msg: Message) => listsOf(desc, msg, LARGE_LIST);
 
 /**
  * Encodes (and so remembers) every element of `msg`'s large lists with `encode`, letting the event loop turn every few
@@ -114,8 +123,7 @@ export function jsonTexts(options: Partial<JsonWriteOptions>): JsonTexts {
     list,
     whole(desc, msg) {
       const values = msg as unknown as Record<string, Message[]>;
-      let lists: DescField[] | undefined;
-      for (const f of desc.fields) if (f.fieldKind === "list" && f.listKind === "message" && values[f.localName]?.length > 0) (lists ??= []).push(f);
+      const lists = listsOf(desc, msg, 1);
       if (lists === undefined) return JSON.stringify(toJson(desc, msg, options));
       const rest: Record<string, unknown> = { ...msg };
       for (const f of lists) rest[f.localName] = [];
@@ -244,7 +252,6 @@ function joined(parts: Uint8Array[]): Uint8Array {
 
 /** The lists of messages of `desc` by field number; undefined when it has none. */
 function messageListsByNumber(desc: DescMessage): Map<number, DescField> | undefined {
-  let lists: Map<number, DescField> | undefined;
-  for (const f of desc.fields) if (f.fieldKind === "list" && f.listKind === "message") (lists ??= new Map()).set(f.number, f);
-  return lists;
+  const fields = messageListFields(desc);
+  return fields.length === 0 ? undefined : new Map(fields.map((f) => [f.number, f]));
 }
