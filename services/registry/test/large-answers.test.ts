@@ -140,14 +140,15 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
     return { serviceId, ids: ids.sort() };
   }
 
+  /** The REST list of a gateway (the one at `baseUrl()`: the URLs are known only once the servers listen). */
+  const restList = (baseUrl: () => string) => async (serviceId: string) => {
+    const body = await stalled(async () => Buffer.from(await (await fetch(`${baseUrl()}/v1/namespaces/${seg(namespace)}/services/${serviceId}/instances`)).arrayBuffer()));
+    return (JSON.parse(body.toString()) as unknown[]).map((j) => fromJsonInstance(j));
+  };
+  const listRequest = (serviceId: string) => toBinary(ListInstancesRequestSchema, create(ListInstancesRequestSchema, { namespace, serviceId }));
+
   const cases: { name: string; read: (serviceId: string) => Promise<Instance[]> }[] = [
-    {
-      name: "REST list (JSON)",
-      read: async (serviceId) => {
-        const body = await stalled(async () => Buffer.from(await (await fetch(`${urls.url}/v1/namespaces/${seg(namespace)}/services/${serviceId}/instances`)).arrayBuffer()));
-        return (JSON.parse(body.toString()) as unknown[]).map((j) => fromJsonInstance(j));
-      },
-    },
+    { name: "REST list (JSON)", read: restList(() => urls.url) },
     {
       name: "Connect unary, JSON",
       read: async (serviceId) => {
@@ -162,7 +163,7 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
       name: "Connect unary, protobuf",
       read: async (serviceId) => {
         const body = await stalled(async () => {
-          const res = await fetch(`${urls.url}${LIST}`, { method: "POST", headers: { "content-type": "application/proto" }, body: toBinary(ListInstancesRequestSchema, create(ListInstancesRequestSchema, { namespace, serviceId })) });
+          const res = await fetch(`${urls.url}${LIST}`, { method: "POST", headers: { "content-type": "application/proto" }, body: listRequest(serviceId) });
           return Buffer.from(await res.arrayBuffer());
         });
         return fromBinary(ListInstancesResponseSchema, body).instances;
@@ -171,7 +172,7 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
     {
       name: "gRPC unary (h2c)",
       read: async (serviceId) => {
-        const body = await stalled(() => grpcFirstMessage(urls.grpcUrl, LIST, toBinary(ListInstancesRequestSchema, create(ListInstancesRequestSchema, { namespace, serviceId }))));
+        const body = await stalled(() => grpcFirstMessage(urls.grpcUrl, LIST, listRequest(serviceId)));
         return fromBinary(ListInstancesResponseSchema, body).instances;
       },
     },
@@ -179,7 +180,7 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
       name: "gRPC-Web unary",
       read: async (serviceId) => {
         const body = await stalled(async () => {
-          const res = await fetch(`${urls.url}${LIST}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: new Uint8Array(framed(toBinary(ListInstancesRequestSchema, create(ListInstancesRequestSchema, { namespace, serviceId })))) });
+          const res = await fetch(`${urls.url}${LIST}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto" }, body: new Uint8Array(framed(listRequest(serviceId))) });
           return readUntil(res, firstFrame);
         });
         return fromBinary(ListInstancesResponseSchema, body).instances;
@@ -194,13 +195,7 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
         return first.instances;
       },
     },
-    {
-      name: "REST list through a gateway that reaches the registry over the network (split deployment)",
-      read: async (serviceId) => {
-        const body = await stalled(async () => Buffer.from(await (await fetch(`${remoteGateway.url}/v1/namespaces/${seg(namespace)}/services/${serviceId}/instances`)).arrayBuffer()));
-        return (JSON.parse(body.toString()) as unknown[]).map((j) => fromJsonInstance(j));
-      },
-    },
+    { name: "REST list through a gateway that reaches the registry over the network (split deployment)", read: restList(() => remoteGateway.url) },
     {
       name: "REST watch (SSE), first event",
       read: async (serviceId) => {
