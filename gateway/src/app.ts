@@ -1,10 +1,9 @@
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect";
-import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
-import { CONNECT_JSON_OPTIONS, largeListsInterceptor, logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, REQUEST_TIMEOUT, serveConnectUnary, vouchForwardedFor, withGrpcWireFixes, type Logger } from "@gov/service-kit";
+import { logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, registerRpcs, REQUEST_TIMEOUT, type Logger } from "@gov/service-kit";
 import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
@@ -81,14 +80,16 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   await app.register(swaggerUi, { routePrefix: "/docs" });
 
   if (options.connect) {
-    // The process's message limit (the largest upload or request its modules take), the same as on its gRPC port.
-    const readMaxBytes = options.connect.readMaxBytes ?? options.limits.maxZipBytes + 1024;
-    const connect = options.connect;
-    await app.register(async (rpcs) => {
-      vouchForwardedFor(rpcs, options.trustedProxies ?? []); // as REST does: a client's own x-forwarded-for is not believed
-      // plain Connect unary calls skip Connect-ES's universal handler, as on a service's own listener
-      serveConnectUnary(rpcs, { routes: connect.routes, interceptors: connect.interceptors, limit: { readMaxBytes, setting: "gov.limits.zip-upload, plus 1 KiB" } });
-      await rpcs.register(fastifyConnectPlugin, { routes: withGrpcWireFixes(connect.routes, { readMaxBytes, readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB", requestTimeoutMs }), interceptors: [largeListsInterceptor, ...connect.interceptors], grpc: false, grpcWeb: true, connect: true, readMaxBytes, jsonOptions: CONNECT_JSON_OPTIONS });
+    // The same RPC scope as a service's own listener, minus gRPC (it needs h2c). The message limit is the process's
+    // (the largest upload or request its modules take), as on its gRPC port.
+    await registerRpcs(app, {
+      routes: options.connect.routes,
+      interceptors: options.connect.interceptors,
+      readMaxBytes: options.connect.readMaxBytes ?? options.limits.maxZipBytes + 1024,
+      readMaxBytesSetting: "gov.limits.zip-upload, plus 1 KiB",
+      requestTimeoutMs,
+      trustedProxies: options.trustedProxies,
+      protocols: { grpc: false, grpcWeb: true, connect: true },
     });
   }
   return app;

@@ -95,13 +95,7 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   // parse or over its default limit before the 404 of a path that is no RPC — in the contract's shape rather than
   // Fastify's. Set before the RPC scope is registered, which takes the handler its parent has then.
   app.setErrorHandler(refusalHandler(`the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`, "request failed"));
-  await app.register(async (rpcs) => {
-    vouchForwardedFor(rpcs, options.trustedProxies ?? []);
-    // Plain Connect unary calls over HTTP/1.1 skip Connect-ES's universal handler (see connect-unary.ts); the plugin
-    // below serves everything else on the same paths.
-    if (!http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors: options.interceptors ?? [], limit: guardsOf(options).limit! });
-    await rpcs.register(fastifyConnectPlugin, { routes: connectRoutes(options.routes, grpcExtras, guardsOf(options)), interceptors: [largeListsInterceptor, ...(options.interceptors ?? [])], readMaxBytes: options.readMaxBytes ?? DEFAULT_READ_MAX_BYTES, jsonOptions: CONNECT_JSON_OPTIONS });
-  });
+  await registerRpcs(app as unknown as FastifyInstance, { ...options, http2, grpc: grpcExtras });
   app.setNotFoundHandler((req, reply) => {
     if (answerUnknownRpc(req, reply)) return;
     void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: this listener serves RPCs only` });
@@ -129,12 +123,35 @@ function connectRoutes(routes: (router: ConnectRouter) => void, grpc?: { serving
   };
 }
 
+export type RpcScopeOptions = Pick<ConnectRoutesOptions, "routes" | "interceptors" | "readMaxBytes" | "readMaxBytesSetting" | "requestTimeoutMs" | "trustedProxies"> & {
+  /** An h2c listener: no plain unary fast path (it reads HTTP/1.1 bodies). */
+  http2?: boolean;
+  /** On a gRPC listener: reflection and grpc.health.v1.Health beside the services, and what Health reports. */
+  grpc?: { serving: ServingState; closing: AbortSignal };
+  /** Which protocols the Connect-ES plugin serves (all by default; the gateway's port serves no gRPC). */
+  protocols?: { grpc?: boolean; grpcWeb?: boolean; connect?: boolean };
+};
+
 /**
- * For a Connect plugin registered outside {@link serveConnect} (the gateway's port): the same wire fixes
- * (`application/grpc-web-text`, spec `grpc-message`) around `routes`.
+ * The RPC scope of a listener — a service's own, or the gateway's Connect port: a client's own `x-forwarded-for` is
+ * not believed, plain Connect unary calls over HTTP/1.1 skip Connect-ES's universal handler (connect-unary.ts), and the
+ * Connect-ES plugin serves everything else on the same paths with the wire fixes, long lists encoded in turns
+ * (large-lists.ts) and unknown JSON keys refused. In one place, so that no listener serves RPCs without one of them.
  */
-export function withGrpcWireFixes(routes: (router: ConnectRouter) => void, guards?: Pick<ConnectRoutesOptions, "readMaxBytes" | "readMaxBytesSetting" | "requestTimeoutMs">): (router: ConnectRouter) => void {
-  return connectRoutes(routes, undefined, guards && guardsOf(guards));
+export async function registerRpcs(app: FastifyInstance, options: RpcScopeOptions): Promise<void> {
+  const guards = guardsOf(options);
+  const interceptors = options.interceptors ?? [];
+  await app.register(async (rpcs) => {
+    vouchForwardedFor(rpcs, options.trustedProxies ?? []);
+    if (!options.http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors, limit: guards.limit! });
+    await rpcs.register(fastifyConnectPlugin, {
+      routes: connectRoutes(options.routes, options.grpc, guards),
+      interceptors: [largeListsInterceptor, ...interceptors],
+      readMaxBytes: guards.limit!.readMaxBytes,
+      jsonOptions: CONNECT_JSON_OPTIONS,
+      ...options.protocols,
+    });
+  });
 }
 
 /** Without a configured limit a listener still refuses messages over 4 MiB (gRPC's customary default), before buffering them. */
