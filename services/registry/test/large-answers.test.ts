@@ -195,6 +195,30 @@ describe("a service of 8,000 instances, listed and watched on every protocol", (
         return first.instances;
       },
     },
+    {
+      name: "Connect watch, JSON, first message",
+      read: async (serviceId) => {
+        const body = await stalled(async () => {
+          const res = await fetch(`${urls.url}${WATCH}`, { method: "POST", headers: { "content-type": "application/connect+json" }, body: new Uint8Array(framed(Buffer.from(JSON.stringify({ namespace, serviceId })))) });
+          return readUntil(res, firstFrame);
+        });
+        const first = JSON.parse(body.toString()) as { op: string; instances: unknown[] };
+        expect(first.op).toBe("current");
+        return first.instances.map((j) => fromJsonInstance(j));
+      },
+    },
+    {
+      name: "Connect watch, protobuf, first message",
+      read: async (serviceId) => {
+        const body = await stalled(async () => {
+          const res = await fetch(`${urls.url}${WATCH}`, { method: "POST", headers: { "content-type": "application/connect+proto" }, body: new Uint8Array(framed(Buffer.from(toBinary(WatchInstancesRequestSchema, create(WatchInstancesRequestSchema, { namespace, serviceId }))))) });
+          return readUntil(res, firstFrame);
+        });
+        const first = fromBinary(WatchInstancesResponseSchema, body);
+        expect(first.op).toBe("current");
+        return first.instances;
+      },
+    },
     { name: "REST list through a gateway that reaches the registry over the network (split deployment)", read: restList(() => remoteGateway.url) },
     {
       name: "REST watch (SSE), first event",
