@@ -19,3 +19,16 @@ export class StoreUnavailableError extends Error {
 export class WriteOutcomeUnknownError extends StoreUnavailableError {
   override readonly name: string = "WriteOutcomeUnknownError";
 }
+
+/**
+ * A store outage met by a write before anything of it was sent — by the store itself, or before the call reached its
+ * handler (the caller's token could not be checked) — as the refusal that says so: "nothing was written", so that the
+ * client knows a retry cannot apply it twice. Anything else (a WriteOutcomeUnknownError above all) is returned as is.
+ */
+export function nothingWritten(err: unknown): unknown {
+  if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError || err.message.includes("nothing was written")) return err;
+  const message = /retry when it is back$/.test(err.message)
+    ? err.message.replace(/retry when it is back$/, "nothing was written; retry when it is back")
+    : `${err.message}; nothing was written`;
+  return new StoreUnavailableError(message, { cause: err.cause });
+}

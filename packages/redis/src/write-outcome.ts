@@ -1,6 +1,6 @@
 import type { RedisClient } from "./connect.js";
 import { durableWriterOf } from "./durable-write.js";
-import { StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
+import { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 
 /**
  * What a failed Redis write tells the caller, for every store. A write that never left this process (client not
@@ -56,8 +56,5 @@ export function describeWriteFailure(err: unknown, maySend: boolean, write: Fail
       cause: err.cause,
     });
   }
-  const message = /retry when it is back$/.test(err.message)
-    ? err.message.replace(/retry when it is back$/, "nothing was written; retry when it is back")
-    : `${err.message}; nothing was written`;
-  return new StoreUnavailableError(message, { cause: err.cause });
+  return nothingWritten(err);
 }

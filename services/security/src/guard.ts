@@ -2,7 +2,7 @@ import { getOption, type DescField, type DescMessage, type DescMethod } from "@b
 import { FeatureSet_FieldPresence, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { http } from "@gov/api";
-import { restStatusOf } from "@gov/service-kit";
+import { nothingWritten, restStatusOf } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
 import { NO_OUTCOME, type AuditWriter } from "./audit-log.js";
@@ -203,7 +203,9 @@ export function authorizationInterceptor(auth: Authenticator): Interceptor {
         return Promise.reject(err);
       }
     }
-    return auth.authenticate(header).then(pass);
+    // A write whose caller cannot be checked (the store is down) never reached its handler: it says so, as a store
+    // that refuses a write before sending it does.
+    return auth.authenticate(header).then(pass, (err: unknown) => Promise.reject(rule.read ? err : nothingWritten(err)));
   };
 }
 

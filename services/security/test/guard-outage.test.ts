@@ -37,8 +37,12 @@ describe("the guard during a store outage", () => {
     for (const listener of listeners) listener({ kind: "all", trusted: true }); // the change feed was interrupted
     const rest = await p.rest("GET", path, { token: accessToken });
     expect([rest.status, rest.body?.code, rest.body?.message]).toEqual([503, "unavailable", "Redis at 127.0.0.1:1 is unavailable (test): retry when it is back"]);
+    // a write refused before its handler ran wrote nothing, and says so (a retry cannot apply it twice)
+    const write = await p.rest("PUT", `${path}/a.yaml`, { token: accessToken, body: "a: 1" });
+    expect([write.status, write.body?.message]).toEqual([503, "Redis at 127.0.0.1:1 is unavailable (test): nothing was written; retry when it is back"]);
     const client = createClient(ConfigService, createConnectTransport({ baseUrl: p.url, httpVersion: "1.1", interceptors: [bearer(accessToken)] }));
     await expect(client.listConfigs({ namespace: ns("outage") })).rejects.toMatchObject({ code: 14 }); // unavailable
+    await expect(client.setConfig({ namespace: ns("outage"), configId: "a.yaml", data: "a: 1" })).rejects.toMatchObject({ code: 14, rawMessage: expect.stringContaining("nothing was written") });
     state.down = false;
     expect((await p.rest("GET", path, { token: accessToken })).status).toBe(200);
   });
