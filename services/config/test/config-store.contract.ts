@@ -45,9 +45,12 @@ export function describeConfigStoreContract(name: string, open: () => Promise<Co
       expect((await store.versions(ns, "app")).map((v) => [v.version, v.op])).toEqual([[2, "rollback"], [1, "set"]]);
       expect(await store.rollback(ns, "app", 9, 4)).toBeUndefined();
       expect(await store.rollback(ns, "missing", 1, 4)).toBeUndefined();
-      // target content equals the current content: nothing written
-      expect(await store.rollback(ns, "app", 3, 5)).toEqual({ changed: false, version: 3 });
-      expect(await store.rollback(ns, "app", 1, 5)).toEqual({ changed: false, version: 3 });
+      // the target's content is current already: a rollback still writes its version (a set would not)
+      expect(await store.rollback(ns, "app", 3, 5)).toEqual({ changed: true, version: 4 });
+      expect(await store.rollback(ns, "app", 1, 6)).toEqual({ changed: true, version: 5 });
+      expect(await store.get(ns, "app")).toMatchObject({ data: "one", version: 5, hash: sha("one") });
+      expect((await store.versions(ns, "app")).map((v) => [v.version, v.op])).toEqual([[4, "rollback"], [3, "rollback"], [2, "rollback"], [1, "set"]]);
+      expect(await store.set(ns, "app", "one", sha("one"), 7)).toEqual({ changed: false, version: 5 });
     });
 
     it("delete archives with op remove; rollback after delete restores it as a new version", async () => {

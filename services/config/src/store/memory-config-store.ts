@@ -47,8 +47,10 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
     for (const l of listeners) queueMicrotask(() => l(change));
   };
 
+  // A set of the current content writes nothing; a rollback always writes its version (contract §4), even of the
+  // content that is current already: the history then says the rollback was asked for, and when.
   const write = (ns: string, id: string, entry: Entry, data: string, hash: string, op: "set" | "rollback", now: number): WriteResult => {
-    if (entry.current?.hash === hash) return { changed: false, version: entry.current.version };
+    if (op === "set" && entry.current?.hash === hash) return { changed: false, version: entry.current.version };
     const version = lastVersion(entry) + 1;
     archive(entry, op, now);
     entry.current = Object.freeze({ configId: id, data, hash, version, createTime: now });

@@ -115,9 +115,10 @@ local function publish(channel, id, op, version)
   redis.call('PUBLISH', channel, cjson.encode({ configId = id, op = op, version = tonumber(version) }))
 end
 
--- Writes data as a new version unless it equals the current content. Returns {changed, version}.
+-- Writes data as a new version; a set of the current content writes nothing (a rollback always writes, as the
+-- embedded store). Returns {changed, version}.
 local function write(cur, id, data, hash, op, now, maxVersions, channel)
-  if cur[3] == hash then return { 0, tonumber(cur[4]) } end
+  if op == 'set' and cur[3] == hash then return { 0, tonumber(cur[4]) } end
   local version = lastVersion(cur) + 1
   if cur[4] then archive(cur, op, now, maxVersions) end
   redis.call('HSET', cfgKey, 'configId', id, 'data', data, 'hash', hash, 'version', version, 'createTime', now)

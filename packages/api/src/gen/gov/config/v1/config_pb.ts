@@ -360,7 +360,7 @@ export const RollbackConfigRequestSchema: GenMessage<RollbackConfigRequest> = /*
  */
 export type RollbackConfigResponse = Message<"gov.config.v1.RollbackConfigResponse"> & {
   /**
-   * false when the target's content equals the current content (nothing written).
+   * true: a rollback always writes a new version (unlike a SetConfig of the current content, which answers false).
    *
    * @generated from field: bool changed = 1;
    */
@@ -713,8 +713,8 @@ export const ConfigService: GenService<{
   /**
    * Rolls a config back to an earlier version.
    *
-   * Writes a new version whose content is the target version's (history is never rewritten); also restores a
-   * deleted config. Answers false when the content is already the target's.
+   * Writes a new version whose content is the target version's (history is never rewritten), even when that content
+   * is current already; also restores a deleted config. Answers true.
    *
    * @generated from rpc gov.config.v1.ConfigService.RollbackConfig
    */
