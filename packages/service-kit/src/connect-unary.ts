@@ -3,11 +3,12 @@ import { gzip } from "node:zlib";
 import type { DescMessage, DescMethodUnary, DescService, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type ServiceImpl, type Transport } from "@connectrpc/connect";
 import { createMethodSerializationLookup, getJsonOptions, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
+import { errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { binaryElement, jsonTexts, prepareLargeLists, withEncodedLists } from "./large-lists.js";
 import { refuseLostKeys } from "./lost-keys.js";
 import { correctedError, type MessageLimit } from "./request-errors.js";
+import { connectHttpStatus } from "./rest-status.js";
 import { inProcessTransport, responsesOfErrors, type LocalService } from "./transport/in-process.js";
 
 const gzipAsync = promisify(gzip);
@@ -138,7 +139,7 @@ export function serveConnectUnary(
       header = trailerMux(res.header, res.trailer);
     } catch (err) {
       const error = ConnectError.from(err);
-      status = codeToHttpStatus(error.code);
+      status = connectHttpStatus(error.code);
       out = errorToJsonBytes(error, {});
       // as Connect-ES answers: the handler's headers, the error's metadata over them, the handler's trailers muxed in
       const parts = responsesOfErrors.get(error);

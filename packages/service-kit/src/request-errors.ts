@@ -1,7 +1,8 @@
 import { Code, ConnectError, type ConnectRouter } from "@connectrpc/connect";
 import type { DescMessage } from "@bufbuild/protobuf";
 import type { UniversalHandler, UniversalHandlerFn, UniversalServerRequest, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
+import { codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
+import { connectHttpStatus } from "./rest-status.js";
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
 import { parseDuration, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
@@ -191,18 +192,19 @@ function badGetMessage(url: string, inputType: string): UniversalServerResponse 
   }
 }
 
-/** Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code. */
+/** Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code (connectHttpStatus). */
 async function fixUnaryError(res: UniversalServerResponse, fix: Fix): Promise<UniversalServerResponse> {
   const chunks: Uint8Array[] = [];
   for await (const chunk of res.body as AsyncIterable<Uint8Array>) chunks.push(chunk);
   const bytes = Buffer.concat(chunks);
   const error = parseJson(bytes) as { code?: string; message?: string } | undefined;
-  const fixed = error && typeof error.code === "string" ? fix(codeFromString(error.code) ?? Code.Unknown, error.message ?? "") : undefined;
-  if (!fixed) return { ...res, body: single(bytes) };
+  const code = error && typeof error.code === "string" ? (codeFromString(error.code) ?? Code.Unknown) : undefined;
+  const fixed = code !== undefined ? fix(code, error!.message ?? "") : undefined;
+  if (!fixed) return { ...res, status: code === Code.FailedPrecondition ? connectHttpStatus(code) : res.status, body: single(bytes) };
   const body = encoder.encode(JSON.stringify({ ...error, code: codeToString(fixed.code), message: fixed.message }));
   res.header?.set("content-length", String(body.byteLength));
   if (fixed.limit) res.header?.set(LIMIT_METADATA, fixed.limit);
-  return { ...res, status: codeToHttpStatus(fixed.code), body: single(body) };
+  return { ...res, status: connectHttpStatus(fixed.code), body: single(body) };
 }
 
 /** Connect streaming: the error rides in the end-stream frame (flag 0x02, uncompressed JSON). */

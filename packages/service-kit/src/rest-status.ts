@@ -1,4 +1,5 @@
 import { Code, type ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus } from "@connectrpc/connect/protocol-connect";
 import { LIMIT_METADATA } from "./limits.js";
 
 /** The one code → HTTP status table of the REST API (contract §3; failed_precondition is 412 here, not Connect's 400). */
@@ -28,4 +29,13 @@ const STATUS: Record<Code, number> = {
  */
 export function restStatusOf(err: ConnectError): number {
   return err.code === Code.ResourceExhausted && err.metadata.has(LIMIT_METADATA) ? 413 : (STATUS[err.code] ?? 500);
+}
+
+/**
+ * The HTTP status of a Connect unary error: Connect's mapping, except failed_precondition, which is 412 as on REST
+ * (contract §3 gives one table for REST and Connect alike; Connect's own says 400). Connect clients take the code from
+ * the body, not the status, so this changes nothing for them; it is for proxies, logs and plain HTTP clients.
+ */
+export function connectHttpStatus(code: Code): number {
+  return code === Code.FailedPrecondition ? 412 : codeToHttpStatus(code);
 }

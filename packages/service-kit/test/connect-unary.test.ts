@@ -37,6 +37,7 @@ beforeAll(async () => {
             ctx.responseHeader.set("www-authenticate", 'Bearer realm="test"');
             throw new ConnectError("the token is not valid: log in again", Code.Unauthenticated);
           }
+          if (req.value === "precondition") throw new ConnectError("the service still has live instances: deregister them first", Code.FailedPrecondition);
           if (req.value === "slow") await new Promise((resolve) => setTimeout(resolve, 500));
           if (req.value === "big") return { value: "x".repeat(5000) };
           return { value: req.value.toUpperCase() };
@@ -98,6 +99,7 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
     ["JSON of the wrong type", Buffer.from("123"), "application/json"],
     ["a handler's error with its headers", Buffer.from('"fail"'), "application/json"],
     ["a large answer to a client that accepts gzip", Buffer.from('"big"'), "application/json", { "accept-encoding": "gzip" }],
+    ["failed_precondition (412 on both paths, the contract's table; Connect's own says 400)", Buffer.from('"precondition"'), "application/json"],
   ];
   for (const [name, body, type, extra] of cases) {
     it(name, async () => {
@@ -106,6 +108,7 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
       const leanUrls = urls.splice(0);
       const connect = await say(body, type, true, extra);
       expect(lean).toEqual(connect);
+      if (name.startsWith("failed_precondition")) expect([lean.status, JSON.parse(lean.body).code]).toEqual([412, "failed_precondition"]);
       // the two forms really took two paths (a call that got past decoding shows its URL to the interceptors)
       if (leanUrls.length > 0) expect(leanUrls[0]).not.toBe(urls[0]);
     });
