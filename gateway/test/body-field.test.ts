@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ChooseInstanceResponseSchema, RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import type { FastifyRequest } from "fastify";
 import { describe, expect, it } from "vitest";
 import { buildRequest } from "../src/transcode/request.js";
@@ -33,9 +34,34 @@ describe("a body rule naming a map field", () => {
 
   it("refuses non-string values, other JSON and no body with how to fix it", () => {
     expect(refusal(route, '{"n":1}')).toEqual({ code: Code.InvalidArgument, message: expect.stringMatching(/value of "n" is a number: metadata values are strings, so quote it/) });
-    expect(refusal(route, "[1]").message).toMatch(/is an array: the body is the metadata itself/);
-    expect(refusal(route, "{").message).toMatch(/not valid JSON/);
-    expect(refusal(route, undefined).message).toMatch(/send \{"key": "value"\} \(\{\} for none\)/);
+    expect(refusal(route, "[1]").message).toMatch(/is an array: the body is the metadata map itself, \{"key": "value"\}/);
+    expect(refusal(route, "{").message).toMatch(/not valid JSON .*send the metadata map as/);
+    expect(refusal(route, undefined).message).toBe('the request body is the metadata map itself, as JSON: send {"key": "value"} ({} for none)');
+  });
+
+  it("tells a map sent wrapped in its field's name (JSON or proto) that the body is the map itself, not to quote it", () => {
+    const wrapped = 'the request body is the metadata map itself, not an object holding it: send {"zone": "b"}, not {"metadata": {...}}';
+    expect(refusal(route, '{"metadata":{"zone":"b"}}')).toEqual({ code: Code.InvalidArgument, message: wrapped });
+    // a long map is not echoed back
+    expect(refusal(route, JSON.stringify({ metadata: { zone: "b".repeat(100) } })).message).toBe(
+      "the request body is the metadata map itself, not an object holding it: send the object inside, not {\"metadata\": {...}}",
+    );
+    // a key "metadata" with a string value is a map entry like any other
+    expect((buildRequest(route, request('{"metadata":"x"}')) as unknown as { metadata: Record<string, string> }).metadata).toEqual({ metadata: "x" });
+  });
+});
+
+describe("a body rule naming a list field", () => {
+  const route = restRoutesOf([SecurityService]).find((r) => r.method.name === "BindRoles")!;
+  it("takes the bare list; refuses other JSON and the list sent wrapped, naming it as a list", () => {
+    expect(route.body).toMatchObject({ jsonName: "roleNames" });
+    expect((buildRequest(route, request('["dev"]')) as unknown as { roleNames: string[] }).roleNames).toEqual(["dev"]);
+    expect(refusal(route, '{"a":1}').message).toBe('the request body is an object: the body is the list of roleNames itself, ["a", "b"] ([] for none)');
+    expect(refusal(route, undefined).message).toBe('the request body is the list of roleNames itself, as JSON: send ["a", "b"] ([] for none)');
+    expect(refusal(route, "[1]").message).toMatch(/^the request body is not a valid list of roleNames: /);
+    const wrapped = 'the request body is the list of roleNames itself, not an object holding it: send ["dev", "qa"], not {"%s": [...]}';
+    expect(refusal(route, '{"roleNames":["dev","qa"]}').message).toBe(wrapped.replace("%s", "roleNames"));
+    expect(refusal(route, '{"role_names":["dev","qa"]}').message).toBe(wrapped.replace("%s", "role_names"));
   });
 });
 
@@ -53,5 +79,11 @@ describe("a body rule naming a message field", () => {
     expect(refusal(route, '{"port":"eighty"}')).toEqual({ code: Code.InvalidArgument, message: expect.stringMatching(/^the request body is not a valid instance: .*port/) });
     expect(refusal(route, '{"colour":"red"}').message).toMatch(/colour/);
     expect(refusal(route, '"text"').message).toMatch(/is a string: the body is the instance itself, a JSON object/);
+  });
+
+  it("tells a message sent wrapped in its field's name that the body is the message itself, without echoing it", () => {
+    expect(refusal(route, '{"instance":{"host":"h","port":80}}').message).toBe(
+      'the request body is the instance itself, not an object holding it: send the object inside, not {"instance": {...}}',
+    );
   });
 });

@@ -44,6 +44,22 @@ describe("gRPC hygiene of the all-in-one process", () => {
     expect(await res.json()).toMatchObject({ code: "not_found" });
   });
 
+  it("refuses a content type Connect does not take with the ones it does, curl's default form type and none included", async () => {
+    const url = `${urls.url}/gov.config.v1.ConfigService/ListConfigs`;
+    const takes = "is not one /gov.config.v1.ConfigService/ListConfigs takes: application/json or application/proto (Connect), application/grpc, application/grpc-web";
+    const types: [string | undefined, string][] = [
+      ["text/plain", "text/plain"],
+      ["application/x-www-form-urlencoded", "application/x-www-form-urlencoded"], // curl -d '{}' without -H
+      ["multipart/form-data; boundary=x", "multipart/form-data; boundary=x"],
+      [undefined, "none"],
+    ];
+    for (const [type, named] of types) {
+      // a Blob body without a type sends no Content-Type
+      const res = await fetch(url, { method: "POST", body: type ? "{}" : new Blob(["{}"]), headers: type ? { "content-type": type } : {} });
+      expect([type, res.status, await res.json()]).toEqual([type, 415, { code: "invalid_argument", message: `content type ${named} ${takes}` }]);
+    }
+  });
+
   it("accepts application/grpc-web-text on the gateway port", async () => {
     const message = toBinary(GetConfigRequestSchema, create(GetConfigRequestSchema, { namespace: "{x}", configId: "missing" }));
     const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);

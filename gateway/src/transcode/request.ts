@@ -158,26 +158,76 @@ const jsonKind = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "an a
  */
 function fieldJsonBody(req: FastifyRequest, schema: DescMessage, field: DescField): unknown {
   const list = field.fieldKind === "list";
+  const noun = fieldNoun(field);
   const example = list ? '["a", "b"] ([] for none)' : field.fieldKind === "map" ? '{"key": "value"} ({} for none)' : "a JSON object";
-  const json = parsedBody(req, `: send the ${field.jsonName} as ${example}`);
-  if (json === undefined) throw invalid(`the request body is the ${field.jsonName} itself, as JSON: send ${example}`);
+  const json = parsedBody(req, `: send the ${noun} as ${example}`);
+  if (json === undefined) throw invalid(`the request body is the ${noun} itself, as JSON: send ${example}`);
+  const wrapper = wrapperKey(schema, field, json);
+  if (wrapper !== undefined) {
+    // The commonest slip (the field sent as in a whole-message body): "quote it" or "not a valid …" would not say so.
+    const inner = (json as Record<string, JsonValue>)[wrapper];
+    throw invalid(
+      `the request body is the ${noun} itself, not an object holding it: send ${shownInner(field, inner)}, not {${JSON.stringify(wrapper)}: ${list ? "[...]" : "{...}"}}`,
+    );
+  }
   if (json === null || typeof json !== "object" || Array.isArray(json) !== list) {
-    throw invalid(`the request body is ${jsonKind(json)}: the body is the ${field.jsonName} itself, ${example}`);
+    throw invalid(`the request body is ${jsonKind(json)}: the body is the ${noun} itself, ${example}`);
   }
   if (field.fieldKind === "map" && field.mapKind === "scalar" && field.scalar === ScalarType.STRING) {
     for (const [key, value] of Object.entries(json)) {
       if (typeof value === "string") continue;
       throw invalid(
         `the value of ${JSON.stringify(excerpt(key))} is ${jsonKind(value)}: ${field.jsonName} values are strings, so quote it (${JSON.stringify(excerpt(key))}: "…"). ` +
-          `The body is the ${field.jsonName} itself, e.g. {"zone": "a"}`,
+          `The body is the ${noun} itself, e.g. {"zone": "a"}`,
       );
     }
   }
   try {
     return (fromJson(schema, { [field.jsonName]: json }) as unknown as Record<string, unknown>)[field.localName];
   } catch (err) {
-    throw invalid(`the request body is not a valid ${field.jsonName}: ${parserMessage((err as Error).message.replace(/cannot decode field (?:\S+\.)?(\w+) from JSON: /g, "$1: "))}`);
+    throw invalid(`the request body is not a valid ${noun}: ${parserMessage((err as Error).message.replace(/cannot decode field (?:\S+\.)?(\w+) from JSON: /g, "$1: "))}`);
   }
+}
+
+/** The body field as a message names it: "list of roleNames", "metadata map", "instance" (a JSON name alone reads as a thing, not a list or map). */
+function fieldNoun(field: DescField): string {
+  if (field.fieldKind === "list") return `list of ${field.jsonName}`;
+  if (field.fieldKind === "map") return `${field.jsonName} map`;
+  return field.jsonName;
+}
+
+/**
+ * The key, when the body is the field wrapped in an object of its own (`{"metadata": {...}}`, `{"roleNames": [...]}`):
+ * one key, the field's JSON or proto name, holding the field's kind of value, and the body does not decode as the
+ * field as it is (a map key or a message's own field may carry the same name).
+ */
+function wrapperKey(schema: DescMessage, field: DescField, json: JsonValue): string | undefined {
+  if (json === null || typeof json !== "object" || Array.isArray(json)) return undefined;
+  const keys = Object.keys(json);
+  if (keys.length !== 1 || (keys[0] !== field.jsonName && keys[0] !== field.name)) return undefined;
+  const inner = json[keys[0]];
+  if (inner === null || typeof inner !== "object" || Array.isArray(inner) !== (field.fieldKind === "list")) return undefined;
+  try {
+    fromJson(schema, { [field.jsonName]: json });
+    return undefined;
+  } catch {
+    return keys[0];
+  }
+}
+
+/**
+ * What to send instead of the wrapper: the inner list or map as sent, when short; a message's JSON is never echoed
+ * (it may hold a password), nor a long value (a message says what to do, it does not repeat the body).
+ */
+function shownInner(field: DescField, inner: JsonValue): string {
+  const list = field.fieldKind === "list";
+  if (field.fieldKind !== "message") {
+    const text = list
+      ? `[${(inner as JsonValue[]).map((v) => JSON.stringify(v)).join(", ")}]`
+      : `{${Object.entries(inner as Record<string, JsonValue>).map(([k, v]) => `${JSON.stringify(k)}: ${JSON.stringify(v)}`).join(", ")}}`;
+    if (text.length <= 80) return excerpt(text);
+  }
+  return `the ${list ? "list" : "object"} inside`;
 }
 
 /** multipart/form-data: file parts fill bytes fields, text parts fill scalar fields, both by their JSON or proto name. */

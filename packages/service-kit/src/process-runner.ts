@@ -244,6 +244,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     const redisKind = redisUrl ? (parseRedisUrl(redisUrl).kind === "cluster" ? "redis-cluster" : "redis") : undefined;
     const shared = createSharedResources(logger);
     closers.push(() => shared.close()); // after every module (closers run in reverse), before the Redis client
+    // The REST API's address as listen() will have it without overrides (runProcess): modules print it before then.
+    const restUrl = options.gateway && settings.port ? `http://${shownHost(settings.host)}:${settings.port}` : undefined;
     for (const plan of localPlans) {
       const instance = await plan.module.create({
         logger: logger.child({ module: plan.module.name }),
@@ -255,6 +257,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         transportFor: moduleTransport,
         ids,
         shared: shared.get,
+        restUrl,
       });
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
@@ -411,13 +414,15 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       if (grpc) await on(grpc, overrides.grpcPort ?? ports.grpcPort, listenerSettings.grpcPort);
       await on(management, overrides.managementPort ?? ports.managementPort, listenerSettings.managementPort);
       readiness.watch(options.healthIntervalMs ?? 5000);
-      const shown = host === "0.0.0.0" || host === "::" ? "localhost" : host;
-      const urlOf = (app: FastifyInstance) => `http://${shown}:${(app.server.address() as { port: number }).port}`;
+      const urlOf = (app: FastifyInstance) => `http://${shownHost(host)}:${(app.server.address() as { port: number }).port}`;
       return { url: urlOf(http), grpcUrl: grpc ? urlOf(grpc) : undefined, managementUrl: urlOf(management) };
     },
     shutdown: () => (stopping ??= shutdown()),
   };
 }
+
+/** A listening host as a URL shows it: every interface is reachable as localhost from the machine itself. */
+const shownHost = (host: string) => (host === "0.0.0.0" || host === "::" ? "localhost" : host);
 
 /**
  * Listens, and when the address cannot be had says which setting to change: the port's (in use, or not allowed) or the

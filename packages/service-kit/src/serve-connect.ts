@@ -142,6 +142,11 @@ export async function registerRpcs(app: FastifyInstance, options: RpcScopeOption
   const guards = guardsOf(options);
   const interceptors = options.interceptors ?? [];
   await app.register(async (rpcs) => {
+    // Every content type reaches Connect-ES, whose 415 is answered with the types it takes (bareRefusal in
+    // request-errors.ts). Without a parser for a type Fastify refused it first, as a bare "Unsupported Media Type":
+    // curl's default with -d (application/x-www-form-urlencoded) among them. The body is left unread, as Connect-ES
+    // refuses a content type before it reads a body; the plugin's own parsers still take the types it serves.
+    rpcs.addContentTypeParser("*", (_req, _payload, done) => done(null, undefined));
     vouchForwardedFor(rpcs, options.trustedProxies ?? []);
     if (!options.http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors, limit: guards.limit! });
     await rpcs.register(fastifyConnectPlugin, {

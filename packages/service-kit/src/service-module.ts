@@ -43,6 +43,12 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
    * closes it, once, after every module has closed: a module must not close what it got here.
    */
   shared<T extends SharedResource>(key: string, open: () => Promise<T>): Promise<T>;
+  /**
+   * Where this process will serve the REST API (`http://localhost:8080`, from PORT and HOST), for what a module prints
+   * at startup (the super user's login hint); undefined when the process has no gateway or PORT=0 (a port chosen at
+   * listen time). Known before listening, so it is the configured address: `listen` overrides do not change it.
+   */
+  restUrl?: string;
 }
 
 /** What `ModuleContext.shared` holds: anything the process can close at the end. */

@@ -114,6 +114,18 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
     });
   }
 
+  it("a content type Connect does not take is refused with the ones it does, curl's default form type included", async () => {
+    for (const type of ["text/plain", "application/x-www-form-urlencoded"]) {
+      for (const chunked of [false, true]) {
+        const answer = await say(Buffer.from('"hello"'), type, chunked);
+        expect([answer.status, JSON.parse(answer.body)]).toEqual([
+          415,
+          { code: "invalid_argument", message: `content type ${type} is not one /gov.test.v1.EchoService/Say takes: application/json or application/proto (Connect), application/grpc, application/grpc-web` },
+        ]);
+      }
+    }
+  });
+
   it("over the limit: refused by its declared length, before reading, naming the limit", async () => {
     const big = Buffer.from(JSON.stringify("y".repeat(70 * 1024)));
     const lean = await say(big, "application/json", false);

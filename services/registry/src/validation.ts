@@ -57,6 +57,8 @@ export function checkHost(host: string): void {
 }
 
 export function checkPort(port: number): void {
+  // proto3 int32 has no presence: a body without "port" decodes as 0, so 0 is most often a port left out.
+  if (port === 0) throw invalid("port is missing (or 0): give the instance's port, 1 to 65535");
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
     throw invalid(`port ${port} is out of range: give the instance's port, a whole number from 1 to 65535 ("port" is required)`);
   }

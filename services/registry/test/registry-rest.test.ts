@@ -100,10 +100,12 @@ for (const target of storeTargets()) {
         [{ port: 81 }, /value of "port" is a number: metadata values are strings, so quote it \("port": "…"\)/],
         [{ on: true }, /value of "on" is a boolean: .*quote it/],
         [{ gone: null }, /value of "gone" is null/],
-        [{ metadata: { zone: "a" } }, /value of "metadata" is an object: .*The body is the metadata itself, e.g. \{"zone": "a"\}/],
-        [["zone", "a"], /the request body is an array: the body is the metadata itself, \{"key": "value"\}/],
+        // sent wrapped, as in a whole-message body: told so, not to quote the map
+        [{ metadata: { zone: "b" } }, /^the request body is the metadata map itself, not an object holding it: send \{"zone": "b"\}, not \{"metadata": \{\.\.\.\}\}$/],
+        [{ metadata: { zone: "a" }, rack: "7" }, /value of "metadata" is an object: .*The body is the metadata map itself, e.g. \{"zone": "a"\}/],
+        [["zone", "a"], /the request body is an array: the body is the metadata map itself, \{"key": "value"\}/],
         ['"zone=a"', /the request body is a string/],
-        ["{not json", /not valid JSON .*send the metadata as \{"key": "value"\}/],
+        ["{not json", /not valid JSON .*send the metadata map as \{"key": "value"\}/],
         [{ _sys: "x" }, /"_sys" starts with "_", which is reserved/],
       ];
       for (const [body, message] of cases) {
@@ -112,7 +114,7 @@ for (const target of storeTargets()) {
         expect(r.json().message).toMatch(message);
       }
       const empty = await gw.proc.http.inject({ method: "PUT", url, headers: { "content-type": "application/json" } });
-      expect([empty.statusCode, empty.json().message]).toEqual([400, expect.stringMatching(/the request body is the metadata itself, as JSON: send \{"key": "value"\} \(\{\} for none\)/)]);
+      expect([empty.statusCode, empty.json().message]).toEqual([400, expect.stringMatching(/the request body is the metadata map itself, as JSON: send \{"key": "value"\} \(\{\} for none\)/)]);
       expect((await req("GET", svc(n, "s", "/instances"))).json()[0].metadata).toEqual({ keep: "me" });
     });
 
@@ -162,13 +164,14 @@ for (const target of storeTargets()) {
     it("bad input → 400 with a message that says how to fix it, never 500", async () => {
       const n = ns();
       const cases: [unknown, RegExp][] = [
-        [{ schema: "http", host: "h", port: 0 }, /port 0 is out of range.*1 to 65535/],
+        [{ schema: "http", host: "h", port: 0 }, /^port is missing \(or 0\): give the instance's port, 1 to 65535$/],
+        [{ schema: "http", host: "h", port: -1 }, /port -1 is out of range.*1 to 65535/],
         [{ schema: "http", host: "h", port: 70000 }, /port 70000 is out of range/],
         [{ schema: "http", host: "h", port: 1, weight: -1 }, /weight -1 .*0 or more/],
         [{ schema: "http", host: "h", port: 1, weight: 1.5 }, /weight/],
         [{ schema: "http", port: 1 }, /host is required/],
         [{ host: "h", port: 1 }, /schema is required/],
-        [{ schema: "http", host: "h" }, /port 0 is out of range.*required/],
+        [{ schema: "http", host: "h" }, /^port is missing \(or 0\): give the instance's port, 1 to 65535$/],
         [{ schema: "http", host: "h", port: 1, metadata: { n: 1 } }, /metadata|string/i],
         [{ schema: "http", host: "h", port: 1, metadata: { _sys: "x" } }, /"_sys" starts with "_", which is reserved/],
         [{ schema: "http", host: "h", port: 1, colour: "red" }, /key "colour" is unknown: RegisterInstanceRequest has .*schema, host, port/],

@@ -68,7 +68,7 @@ export function createSecurityModule(options: SecurityModuleOptions = {}): Servi
       try {
         parts = await openParts(store, settings, ctx, options);
         // With security off nobody logs in: the super user is made (and its password shown) when it is turned on.
-        if (settings.enabled) await parts.core.initSuperUser(options.announce ?? announceOnStdout(ctx.logger));
+        if (settings.enabled) await parts.core.initSuperUser(options.announce ?? announceOnStdout(ctx.logger), ctx.restUrl);
       } catch (err) {
         await store.close();
         throw err;

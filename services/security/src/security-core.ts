@@ -79,6 +79,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
   let tokens = tokensOf(secret);
   /** Set by initSuperUser in the process that owns the users: a store that came back empty gets its super user again. */
   let superUserAnnounce: ((text: string) => void) | undefined;
+  let superUserRestUrl: string | undefined;
   let closed = false;
 
   const verified = new Map<string, VerifiedToken>();
@@ -152,7 +153,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     if (superUserAnnounce && !(await store.getUser(settings.superUsername))) {
       logger.error({ username: settings.superUsername }, "the store lost its security data (the super user is gone: a Redis flushed, or restarted without persistence): creating the super user again; other users and roles must be restored from a backup");
       principals.clear();
-      await core.initSuperUser(superUserAnnounce);
+      await core.initSuperUser(superUserAnnounce, superUserRestUrl);
     }
   }
 
@@ -311,10 +312,12 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
 
     /**
      * Makes sure the super user exists (and resets it when `gov.security.enforce-init-super-user`). A generated
-     * password is printed once by `announce`; a password from the settings is never printed.
+     * password is printed once by `announce`, with how to log in at `restUrl` (the REST API of this process, when it
+     * has one on a known port); a password from the settings is never printed.
      */
-    async initSuperUser(announce: (text: string) => void): Promise<void> {
+    async initSuperUser(announce: (text: string) => void, restUrl?: string): Promise<void> {
       superUserAnnounce = announce;
+      superUserRestUrl = restUrl;
       const name = settings.superUsername;
       const existing = await store.getUser(name);
       if (existing && !settings.enforceInitSuperUser) return;
@@ -331,7 +334,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       } else {
         logger.info({ username: name }, "super user created");
       }
-      if (!settings.superPassword) announce(superUserBanner(name, password, existing ? "reset" : "created"));
+      if (!settings.superPassword) announce(superUserBanner(name, password, existing ? "reset" : "created", restUrl));
     },
 
     close() {
@@ -345,15 +348,21 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
 
 export type SecurityCore = Awaited<ReturnType<typeof createSecurityCore>>;
 
-function superUserBanner(name: string, password: string, done: "created" | "reset"): string {
+/**
+ * `restUrl`: where this process serves the REST API. Without one (no gateway here, or a port chosen at listen time)
+ * the default address stands in, and the reader is told to replace it: a hint that names PORT 8080 while the process
+ * listens elsewhere sends the first login to the wrong port.
+ */
+function superUserBanner(name: string, password: string, done: "created" | "reset", restUrl?: string): string {
   const body = JSON.stringify({ password });
+  const url = restUrl ?? "http://localhost:8080";
   return [
     "",
     "=".repeat(72),
     `Super user "${name}" ${done} with the password: ${password}`,
-    "It is shown this once. Log in (replace the address with yours):",
-    `  TOKEN=$(curl -s -X POST -d '${body}' http://localhost:8080/v1/authenticate/${name}/login | jq -r .accessToken)`,
-    `  curl -H "Authorization: Bearer $TOKEN" http://localhost:8080/v1/users`,
+    `It is shown this once. Log in${restUrl ? "" : " (replace the address with yours)"}:`,
+    `  TOKEN=$(curl -s -X POST -d '${body}' ${url}/v1/authenticate/${name}/login | jq -r .accessToken)`,
+    `  curl -H "Authorization: Bearer $TOKEN" ${url}/v1/users`,
     "Set gov.super.password (GOV_SUPER_PASSWORD) to choose it; gov.super.init=true resets it at startup.",
     "=".repeat(72),
     "",

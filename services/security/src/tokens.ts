@@ -60,7 +60,11 @@ export function createTokens(secret: string, validity: { accessMs: number; refre
       if (err instanceof errors.JWTExpired) throw new TokenRefused(`the ${use} token has expired: ${use === "access" ? "refresh it or log in again" : "log in again"}`);
       throw new TokenRefused(`the ${use} token is not valid: log in again`);
     }
-    if (payload.use !== use) throw new TokenRefused(`a ${String(payload.use ?? "foreign")} token was sent where the ${use} token is expected`);
+    if (payload.use !== use) {
+      const sent = String(payload.use ?? "foreign");
+      // "an access token", not "a access token": the article follows the word sent
+      throw new TokenRefused(`${/^[aeiou]/i.test(sent) ? "an" : "a"} ${sent} token was sent where the ${use} token is expected: send the ${use}Token the login answered with`);
+    }
     if (typeof payload.sub !== "string" || typeof payload.jti !== "string" || typeof payload.exp !== "number" || typeof payload.iat !== "number") throw new TokenRefused(`the ${use} token is not valid: log in again`);
     return {
       username: payload.sub,

@@ -53,7 +53,8 @@ export interface SecureProcess {
 export async function startSecure(
   target: { name: string; url?: string },
   env: Record<string, string> = {},
-  options: { now?: () => number; announce?: (text: string) => void; securityStore?: SecurityStore } = {},
+  // listenAsConfigured: the REST listener on its PORT and HOST settings (as `npm start` listens), not on any free port
+  options: { now?: () => number; announce?: (text: string) => void; securityStore?: SecurityStore; listenAsConfigured?: boolean } = {},
 ): Promise<SecureProcess> {
   const system = env.GOV_NAMESPACE_SYSTEM ?? systemNs();
   const security = options.securityStore ?? (await openSecurityStoreOn(target.url, system, target.name));
@@ -68,7 +69,7 @@ export async function startSecure(
     sources: { file: {}, env: { GOV_SUPER_PASSWORD: ROOT_PASSWORD, GOV_SHUTDOWN_GRACE: "2s", GOV_NAMESPACE_SYSTEM: system, ...env } },
     logger,
   });
-  const urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+  const urls = await proc.listen(options.listenAsConfigured ? { grpcPort: 0, managementPort: 0 } : { port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
   const rest: SecureProcess["rest"] = async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...opts.headers };
     if (opts.token) headers.authorization = `Bearer ${opts.token}`;

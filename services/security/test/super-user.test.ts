@@ -32,6 +32,26 @@ describe("the super user", () => {
     }
   });
 
+  it("its login hint names the address the REST API listens on (PORT, HOST), not the default 8080", async () => {
+    const shown: string[] = [];
+    const env = { GOV_SUPER_PASSWORD: "", PORT: "19851", HOST: "127.0.0.1" };
+    const p = await startSecure({ name: "embedded" }, env, { securityStore: createMemorySecurityStore(), announce: (t) => shown.push(t), listenAsConfigured: true });
+    try {
+      expect(p.url).toBe("http://127.0.0.1:19851");
+      expect(shown).toHaveLength(1);
+      expect(shown[0]).toContain("It is shown this once. Log in:\n");
+      expect(shown[0]).toContain(`${p.url}/v1/authenticate/root/login | jq -r .accessToken)`);
+      expect(shown[0]).toContain(`curl -H "Authorization: Bearer $TOKEN" ${p.url}/v1/users`);
+      expect(shown[0]).not.toContain("8080");
+      // the hint's request, as printed, logs in
+      const body = /-d '(\{.*?\})'/.exec(shown[0])![1];
+      const login = await fetch(`${p.url}/v1/authenticate/root/login`, { method: "POST", body, headers: { "content-type": "application/x-www-form-urlencoded" } });
+      expect([login.status, typeof (await login.json()).accessToken]).toEqual([200, "string"]);
+    } finally {
+      await p.close();
+    }
+  });
+
   it("gov.super.init resets it at startup: the new password, unlocked, the old one refused", async () => {
     const store = createMemorySecurityStore();
     const first = await startSecure({ name: "embedded" }, { GOV_SUPER_PASSWORD: "old-password" }, { securityStore: keep(store) });
