@@ -4,18 +4,25 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
 import { logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, registerRpcs, REQUEST_TIMEOUT, type Logger } from "@gov/service-kit";
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers } from "./errors.js";
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, JSON_BODY_SETTING } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
-import { registerRestRoutes } from "./transcode/register.js";
+import { registerRestRoutes, type RestService } from "./transcode/register.js";
 import { DEFAULT_RESPONSE_OPTIONS, sendJsonText } from "./transcode/response.js";
 import { rawBodyReader } from "./transcode/request.js";
 
 export interface GatewayOptions {
-  /** Each service and the Connect transport that reaches it (in-process or HTTP). */
-  services: { service: DescService; transport: Transport }[];
+  /**
+   * Each service and the Connect transport that reaches it (in-process or HTTP); `rawBodyLimit`, the service's own
+   * limit for a raw-content body (a rule whose body is a string or bytes field), e.g. gov.limits.config-content.
+   */
+  services: RestService[];
   logger: Logger;
-  /** Body limits; `requestTimeoutMs` (gov.limits.request-timeout, default 60 s): a request must have arrived by then. */
+  /**
+   * Body limits: `maxJsonBody` (gov.limits.json-body, or `maxJsonBodySetting`) for JSON bodies, and for raw content
+   * whose service gives no limit of its own; `maxZipBytes` for an upload's file part; `requestTimeoutMs`
+   * (gov.limits.request-timeout, default 60 s): a request must have arrived by then.
+   */
   limits: { maxJsonBody: number; maxJsonBodySetting?: string; maxZipBytes: number; requestTimeoutMs?: number };
   /** `gov.security.trusted-proxies`: peers whose `X-Forwarded-For` is believed (see transcode/forward-headers.ts). Default none. */
   trustedProxies?: string[];
@@ -36,6 +43,7 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   const app = fastify({
     // No logger of Fastify's own, and the process logger for every request: see quietFastifyLogging.
     ...quietFastifyLogging(options.logger, "shared"),
+    // Each REST route sets its own (see registerRestRoutes); this one holds for any other path that parses a body.
     bodyLimit: options.limits.maxJsonBody,
     routerOptions: { maxParamLength: 2048 },
     // Watches (SSE, Connect streams) never finish on their own; closing must end them rather than wait forever.
@@ -65,7 +73,8 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
       const own = route.onRequest === undefined ? [] : Array.isArray(route.onRequest) ? route.onRequest : [route.onRequest];
       route.onRequest = [acceptAnyContentType as never, ...own];
     });
-    const routes = await registerRestRoutes(rest, options.services, { fileSize: options.limits.maxZipBytes }, headerForwarder(options.trustedProxies ?? []), {
+    const json = { bytes: options.limits.maxJsonBody, setting: options.limits.maxJsonBodySetting ?? JSON_BODY_SETTING };
+    const routes = await registerRestRoutes(rest, options.services, { json, fileSize: options.limits.maxZipBytes }, headerForwarder(options.trustedProxies ?? []), {
       ...DEFAULT_RESPONSE_OPTIONS,
       heartbeatMs: options.sseHeartbeatMs ?? DEFAULT_RESPONSE_OPTIONS.heartbeatMs,
       streamStartMs: options.streamStartMs ?? DEFAULT_RESPONSE_OPTIONS.streamStartMs,

@@ -26,8 +26,9 @@ export class HttpError extends Error {
 
 /** The limits the REST answers name (defaults match the settings' defaults). */
 export interface ErrorLimits {
+  /** The body limit of a request with no route's own (see routeBodyLimit): gov.limits.json-body. */
   maxJsonBody?: number;
-  /** The setting(s) behind maxJsonBody (default gov.limits.json-body). */
+  /** The setting behind maxJsonBody (default gov.limits.json-body). */
   maxJsonBodySetting?: string;
   maxZipBytes?: number;
   requestTimeoutMs?: number;
@@ -37,6 +38,30 @@ export { excerpt };
 
 /** The setting an over-limit body names by default (the gateway's own body limit). */
 export const JSON_BODY_SETTING = gatewaySettings.maxJsonBody.name;
+
+/** A body limit and the setting that sets it, which a 413 names so that the operator raises the right one. */
+export interface BodyLimit {
+  bytes: number;
+  setting: string;
+}
+
+/** Route options giving a REST route its own body limit (Fastify's `bodyLimit`) and the setting behind it. */
+export function bodyLimitOptions(limit: BodyLimit): { bodyLimit: number; config: { bodyLimitSetting: string } } {
+  return { bodyLimit: limit.bytes, config: { bodyLimitSetting: limit.setting } };
+}
+
+/** The request's route's body limit, as bodyLimitOptions gave it; undefined off the REST routes. */
+export function routeBodyLimit(req: FastifyRequest): BodyLimit | undefined {
+  const setting = (req.routeOptions.config as { bodyLimitSetting?: string } | undefined)?.bodyLimitSetting;
+  return setting === undefined ? undefined : { bytes: req.routeOptions.bodyLimit, setting };
+}
+
+/** A body over the limit is told its route's limit (a JSON body's or a raw content's), not the gateway's default. */
+function limitsFor(req: FastifyRequest, err: unknown, limits: ErrorLimits): ErrorLimits {
+  if ((err as FastifyError).code !== "FST_ERR_CTP_BODY_TOO_LARGE") return limits;
+  const route = routeBodyLimit(req);
+  return route ? { ...limits, maxJsonBody: route.bytes, maxJsonBodySetting: route.setting } : limits;
+}
 
 /** Fastify's and @fastify/multipart's own errors, by code: a contract status, a Connect code, a message that helps. */
 function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | undefined {
@@ -87,7 +112,7 @@ export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, w
 export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}): void {
   const refuseWrongMethod = wrongMethodRefuser(app);
   app.setErrorHandler((err, req, reply) => {
-    const rest = toRestError(err, limits);
+    const rest = toRestError(err, limitsFor(req, err, limits));
     logFailure(req, err, rest);
     void reply.status(rest.status).type("application/json").send(rest.body);
   });

@@ -7,19 +7,9 @@ const { maxJsonBody, trustedProxies, sseHeartbeat, corsOrigins } = gatewaySettin
 const restGatewaySettings = { maxJsonBody, trustedProxies, sseHeartbeat, corsOrigins };
 
 /**
- * The setting(s) that decide the body limit, as an over-limit answer names them: the larger of the gateway's own and
- * the modules' request limit wins (a config's content, gov.limits.config-content, may be larger than any JSON body),
- * so raising the one that is named is what lets a larger body in; at a tie both are named.
- */
-function bodyLimitSetting(jsonBody: number, modules: { maxRequestBytes: number; maxRequestSetting?: string }): string {
-  const own = gatewaySettings.maxJsonBody.name;
-  if (!modules.maxRequestSetting || jsonBody > modules.maxRequestBytes) return own;
-  return jsonBody < modules.maxRequestBytes ? modules.maxRequestSetting : `${own} / ${modules.maxRequestSetting}`;
-}
-
-/**
  * The REST gateway as the process runner builds it (`runProcess({ gateway: restGateway, … })`): the gateway's own
- * settings from the process's sources, body limits wide enough for every module behind it.
+ * settings from the process's sources. JSON bodies are held to gov.limits.json-body; a service whose module names its
+ * request limit (the config service: gov.limits.config-content) brings it along for its raw-content bodies.
  */
 export const restGateway: GatewayBuilder = async ({ services, logger, sources, limits, connect }) => {
   const settings = loadSettings(restGatewaySettings, sources);
@@ -30,8 +20,7 @@ export const restGateway: GatewayBuilder = async ({ services, logger, sources, l
     corsOrigins: settings.corsOrigins,
     sseHeartbeatMs: settings.sseHeartbeat,
     limits: {
-      maxJsonBody: Math.max(settings.maxJsonBody, limits.maxRequestBytes),
-      maxJsonBodySetting: bodyLimitSetting(settings.maxJsonBody, limits),
+      maxJsonBody: settings.maxJsonBody,
       maxZipBytes: limits.maxUploadBytes,
       requestTimeoutMs: limits.requestTimeoutMs,
     },

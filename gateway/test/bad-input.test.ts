@@ -1,5 +1,8 @@
+import { gzipSync } from "node:zlib";
 import { createMemoryConfigStore } from "@gov/config-service";
+import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { platform } from "../../apps/platform.js";
 import { createTestGateway, ns, seg, TEST_LIMITS, type TestGateway } from "./harness.js";
 
 /** Whatever a client sends, the answer is a 4xx in the contract's shape, never a 500, and nothing is lost. */
@@ -21,7 +24,8 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "binary non-UTF-8 config body", method: "PUT", url: "/configs/keep", payload: Buffer.from([0xff, 0xfe, 0x00, 0xc3]), headers: { "content-type": "application/octet-stream" }, status: 400, code: "invalid_argument", message: /UTF-8/ },
     { name: "JSON string content holding a lone surrogate (no UTF-8 for it)", method: "PUT", url: "/configs/keep", payload: '"a\\ud800b"', headers: { "content-type": "application/json" }, status: 400, code: "invalid_argument", message: /UTF-?8/ },
     { name: "config over the content limit", method: "PUT", url: "/configs/keep", payload: JSON.stringify("x".repeat(TEST_LIMITS.maxContentBytes + 1)), headers: { "content-type": "application/json" }, status: 413, code: "resource_exhausted", message: /limit of \d+ bytes \(gov\.limits\.config-content\)/ },
-    { name: "huge body", method: "PUT", url: "/configs/keep", payload: Buffer.alloc(2 * 1024 * 1024, 97), status: 413, code: "resource_exhausted", message: /limit of \d+ bytes \(gov\.limits\.json-body\)/ },
+    { name: "huge raw config body", method: "PUT", url: "/configs/keep", payload: Buffer.alloc(2 * 1024 * 1024, 97), status: 413, code: "resource_exhausted", message: new RegExp(`limit of ${TEST_LIMITS.maxContentBytes} bytes \\(gov\\.limits\\.config-content\\)`) },
+    { name: "huge JSON body", method: "POST", url: "/configs", payload: Buffer.alloc(2 * 1024 * 1024, 97), headers: { "content-type": "application/json" }, status: 413, code: "resource_exhausted", message: new RegExp(`limit of ${128 * 1024} bytes \\(gov\\.limits\\.json-body\\)`) }, // json-body in testSources
     { name: "version that is not a number", method: "GET", url: "/configs/keep/versions/1e3", status: 400, code: "invalid_argument", message: /^version must be a whole number, not "1e3"$/ },
     { name: "version with leading zeros", method: "GET", url: "/configs/nope/versions/00000000000001", status: 404, code: "not_found" },
     { name: "version 0", method: "GET", url: "/configs/keep/versions/0", status: 400, code: "invalid_argument", message: /from 1 to 2147483647/ },
@@ -101,5 +105,93 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
       headers: { "content-type": "application/json" },
     });
     expect(r.json().message).toMatch(/not a readable ZIP/); // the body's policy was used, so the archive was the problem
+  });
+});
+
+/**
+ * Each REST body is held to the limit of what the rule makes it, whatever the other limits are: a JSON body (a
+ * registration, a role) to gov.limits.json-body, a config's raw content to gov.limits.config-content — in the
+ * all-in-one process, where other modules' request limits (the registry's 1 MiB) must not widen the JSON one.
+ */
+describe("body limits follow what the route's body is (all-in-one process)", () => {
+  const KB6 = 6 * 1024;
+  const json = { "content-type": "application/json" };
+  // a registration and a role of about 6 KB, both valid: what each limit must refuse or let through
+  const registration = JSON.stringify({ schema: "http", host: "10.0.0.1", port: 80, metadata: { a: "v".repeat(KB6 / 2), b: "v".repeat(KB6 / 2) } });
+  const role = JSON.stringify({ desc: "big", resourceActionBind: Array.from({ length: 150 }, (_, i) => ({ namespace: `{team-${i}}`, action: "rw" })) });
+  const content = "x".repeat(KB6);
+
+  async function start(env: Record<string, string>): Promise<BuiltProcess> {
+    const sources = { file: {}, env: { GOV_SECURITY_ENABLED: "false", GOV_SHUTDOWN_GRACE: "2s", ...env } };
+    return buildProcess({ ...platform, sources, logger: createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent") });
+  }
+  const send = (proc: BuiltProcess, method: "PUT" | "POST", url: string, payload: string | Buffer, headers: Record<string, string> = {}) =>
+    proc.http.inject({ method, url, payload, headers: { "content-type": "text/plain", ...headers } });
+  const register = (proc: BuiltProcess, n: string, headers: Record<string, string> = {}, payload: string | Buffer = registration) =>
+    send(proc, "PUT", `/v1/namespaces/${seg(n)}/services/big/instances`, payload, { ...json, ...headers });
+  const putRole = (proc: BuiltProcess, name: string) => send(proc, "PUT", `/v1/roles/${name}`, role, json);
+  const putConfig = (proc: BuiltProcess, n: string, payload: string | Buffer, headers: Record<string, string> = {}) => send(proc, "PUT", `/v1/namespaces/${seg(n)}/configs/big.yaml`, payload, headers);
+  const refusal = (bytes: number, setting: string) => ({ code: "resource_exhausted", message: expect.stringContaining(`limit of ${bytes} bytes (${setting})`) });
+
+  describe("gov.limits.json-body lowered to 2 KiB", () => {
+    let proc: BuiltProcess;
+    beforeAll(async () => void (proc = await start({ GOV_LIMITS_JSON_BODY: "2KiB" })));
+    afterAll(() => proc?.shutdown());
+
+    it("a 6 KB JSON registration or role is 413 naming gov.limits.json-body; a 6 KB raw config is stored", async () => {
+      const n = ns("json");
+      for (const r of [await register(proc, n), await putRole(proc, "big")]) expect([r.statusCode, r.json()]).toEqual([413, refusal(2048, "gov.limits.json-body")]);
+      const put = await putConfig(proc, n, content);
+      expect([put.statusCode, put.json()]).toEqual([200, true]);
+    });
+
+    it("a gzip JSON body is held to gov.limits.json-body inflated, a gzip raw config to gov.limits.config-content", async () => {
+      const n = ns("gzip");
+      const zipped = await register(proc, n, { "content-encoding": "gzip" }, gzipSync(registration));
+      expect([zipped.statusCode, zipped.json()]).toEqual([413, { code: "resource_exhausted", message: expect.stringMatching(/inflates to more than the limit of 2048 bytes \(gov\.limits\.json-body\)/) }]);
+      const put = await putConfig(proc, n, gzipSync(content), { "content-encoding": "gzip" });
+      expect([put.statusCode, put.json()]).toEqual([200, true]);
+    });
+
+    it("Connect is unaffected: its limit is the listener's message limit, not gov.limits.json-body", async () => {
+      const message = { ...JSON.parse(registration), namespace: ns("connect"), serviceId: "big" };
+      const r = await send(proc, "POST", "/gov.registry.v1.RegistryService/RegisterInstance", JSON.stringify(message), json);
+      expect([r.statusCode, r.json().registered]).toEqual([200, true]);
+    });
+  });
+
+  describe("gov.limits.config-content lowered to 4 KiB", () => {
+    let proc: BuiltProcess;
+    beforeAll(async () => void (proc = await start({ GOV_LIMITS_CONFIG_CONTENT: "4KiB" })));
+    afterAll(() => proc?.shutdown());
+
+    it("a raw config over it is 413 naming gov.limits.config-content, plain or gzip; JSON bodies keep gov.limits.json-body", async () => {
+      const n = ns("content");
+      // the gateway's refusals (from the declared length; while inflating), not the service's after the body was read
+      const plain = await putConfig(proc, n, content);
+      expect([plain.statusCode, plain.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
+      expect(plain.json().message).toMatch(/^the request body is over the limit/);
+      const zipped = await putConfig(proc, n, gzipSync(content), { "content-encoding": "gzip" });
+      expect([zipped.statusCode, zipped.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
+      expect(zipped.json().message).toMatch(/^the request body inflates to more than the limit/);
+      const r = await register(proc, n);
+      expect([r.statusCode, r.json()]).toEqual([200, true]);
+    });
+  });
+
+  describe("the defaults (1 MiB each)", () => {
+    let proc: BuiltProcess;
+    beforeAll(async () => void (proc = await start({})));
+    afterAll(() => proc?.shutdown());
+
+    it("6 KB bodies of every kind are taken; over 1 MiB, each names its own setting", async () => {
+      const n = ns("defaults");
+      for (const r of [await register(proc, n), await putRole(proc, "big"), await putConfig(proc, n, content)]) expect([r.statusCode, r.json()]).toEqual([200, true]);
+      const big = Buffer.alloc(1024 * 1024 + 1, 97);
+      const r = await register(proc, n, {}, big);
+      expect([r.statusCode, r.json()]).toEqual([413, refusal(1024 * 1024, "gov.limits.json-body")]);
+      const put = await putConfig(proc, n, big);
+      expect([put.statusCode, put.json()]).toEqual([413, refusal(1024 * 1024, "gov.limits.config-content")]);
+    });
   });
 });

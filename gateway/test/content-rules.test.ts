@@ -69,10 +69,12 @@ describe("content rules are the same on every protocol", () => {
     expect(r.status).toBe(413);
     const body = await r.json();
     expect(body.code).toBe("resource_exhausted");
-    expect(body.message).toMatch(/gov\.limits\.config-content/);
+    // REST refuses the raw body from its declared length, before the service sees it; the limit and setting are the same
+    const limit = `over the limit of ${TEST_LIMITS.maxContentBytes} bytes (gov.limits.config-content)`;
+    expect(body.message).toContain(limit);
     for (const { name, client } of configClients(urls)) {
       const err = await client.setConfig({ namespace: n, configId: "big", data: big }).catch((e: unknown) => ConnectError.from(e));
-      expect([name, (err as ConnectError).code, (err as ConnectError).rawMessage]).toEqual([name, 8, body.message]);
+      expect([name, (err as ConnectError).code, (err as ConnectError).rawMessage]).toEqual([name, 8, expect.stringContaining(limit)]);
     }
   });
 

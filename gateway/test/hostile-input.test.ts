@@ -14,8 +14,9 @@ import { createTestGateway, TEST_LIMITS, testSources, type TestGateway } from ".
 const REQUEST_TIMEOUT_MS = 1500;
 const MiB = 1024 * 1024;
 const LIMITS = { ...TEST_LIMITS, maxContentBytes: MiB, maxZipBytes: 2 * MiB };
-const REST_BODY = LIMITS.maxContentBytes; // gov.limits.json-body (128 KiB in tests) widened to the largest config
-const REST_BODY_SETTING = "gov.limits.config-content"; // so an over-limit answer names that setting, not json-body
+// Each REST body has its own limit, named in its 413: JSON bodies gov.limits.json-body (128 KiB in the test sources),
+// a config's raw content gov.limits.config-content.
+const REST_BODY = { restBody: 128 * 1024, restBodySetting: "gov.limits.json-body", rawBody: LIMITS.maxContentBytes, rawBodySetting: "gov.limits.config-content" };
 const READ_MAX_BYTES = LIMITS.maxZipBytes + 1024;
 const env = { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_CONFIG_HISTORY_MAX_VERSIONS: "2" };
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
@@ -62,7 +63,7 @@ describeHostileInput("config service (all-in-one, embedded store)", {
   service: ConfigService,
   target: () => target!,
   pathValues: { namespace: "{hostile}", config_id: "app.yaml", version: "1", target_version: "1" },
-  limits: { restBody: REST_BODY, restBodySetting: REST_BODY_SETTING, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { ...REST_BODY, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
   // Buffering every update for every watcher would be 10 × 30 MiB; backpressure holds about one event each.
   nonReadingWatchers: {
     count: 10,
@@ -80,7 +81,7 @@ describeHostileInput("config service (its own process's listeners)", {
   service: ConfigService,
   rest: false,
   target: () => serviceTarget!,
-  limits: { restBody: REST_BODY, restBodySetting: REST_BODY_SETTING, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
+  limits: { ...REST_BODY, message: READ_MAX_BYTES, messageSetting: "gov.limits.zip-upload", requestTimeoutMs: REQUEST_TIMEOUT_MS },
 });
 
 describe("the request timeout cuts slow requests, not long answers", () => {

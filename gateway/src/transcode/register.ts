@@ -2,10 +2,11 @@ import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
 import type { FastifyInstance, FastifyReply } from "fastify";
+import { bodyLimitOptions, type BodyLimit } from "../errors.js";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
 import { buildRequest } from "./request.js";
 import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, prepareAnswer, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
-import { restRoutesOf, type RestRoute } from "./rest-routes.js";
+import { restRoutesOf, takesRawContent, type RestRoute } from "./rest-routes.js";
 
 /**
  * The deadline of an upload's call (an import). A remote transport gives unary calls a short default deadline (10 s),
@@ -30,26 +31,54 @@ function clientGoneSignal(reply: FastifyReply): AbortSignal {
   return ac.signal;
 }
 
+/** A service behind the gateway; `rawBodyLimit`: its own limit for raw-content bodies (gov.limits.config-content). */
+export interface RestService {
+  service: DescService;
+  transport: Transport;
+  rawBodyLimit?: BodyLimit;
+}
+
+/** The REST body limits: `json` for every body but raw content and a form's file part (`fileSize`, gov.limits.zip-upload). */
+export interface RestBodyLimits {
+  json: BodyLimit;
+  fileSize: number;
+}
+
+interface PlannedRoute {
+  route: RestRoute;
+  transport: Transport;
+  bodyLimit: BodyLimit;
+}
+
+/**
+ * A route's body limit, from what the rule makes its body: raw content (a string or bytes body field) is the service's
+ * to bound, as its own content limit says, so a JSON limit set low does not refuse a config's text, nor one set high
+ * let larger text in; every other body is JSON (a form's file part has its own limit) and gets the JSON limit.
+ */
+function bodyLimitOf(route: RestRoute, service: RestService, json: BodyLimit): BodyLimit {
+  return service.rawBodyLimit && takesRawContent(route) ? service.rawBodyLimit : json;
+}
+
 /**
  * Registers one Fastify route per annotated RPC: REST request → Connect request → service (through `transport`)
  * → REST response. Nothing here knows a particular service.
  */
 export async function registerRestRoutes(
   app: FastifyInstance,
-  services: { service: DescService; transport: Transport }[],
-  multipartLimits: { fileSize: number },
+  services: RestService[],
+  limits: RestBodyLimits,
   forwardHeaders: HeaderForwarder = headerForwarder([]),
   responses: ResponseOptions = DEFAULT_RESPONSE_OPTIONS,
 ): Promise<RestRoute[]> {
-  const routes: { route: RestRoute; transport: Transport }[] = [];
-  for (const { service, transport } of services) {
-    for (const route of restRoutesOf([service])) routes.push({ route, transport });
+  const routes: PlannedRoute[] = [];
+  for (const service of services) {
+    for (const route of restRoutesOf([service.service])) routes.push({ route, transport: service.transport, bodyLimit: bodyLimitOf(route, service, limits.json) });
   }
-  for (const r of routes.filter((r) => !takesFile(r.route))) addRoute(app, r.route, r.transport, forwardHeaders, responses);
+  for (const r of routes.filter((r) => !takesFile(r.route))) addRoute(app, r, forwardHeaders, responses);
   // Multipart parsing adds hooks to every request of its scope; only routes that take a file get that scope.
   await app.register(async (uploads) => {
-    await uploads.register(multipart, { limits: { ...multipartLimits, files: 1, fields: 20, parts: 21 }, throwFileSizeLimit: true });
-    for (const r of routes.filter((r) => takesFile(r.route))) addRoute(uploads, r.route, r.transport, forwardHeaders, responses);
+    await uploads.register(multipart, { limits: { fileSize: limits.fileSize, files: 1, fields: 20, parts: 21 }, throwFileSizeLimit: true });
+    for (const r of routes.filter((r) => takesFile(r.route))) addRoute(uploads, r, forwardHeaders, responses);
   });
   return routes.map((r) => r.route);
 }
@@ -65,8 +94,11 @@ async function* single<T>(message: T): AsyncIterable<T> {
   yield message;
 }
 
-/** The route's handler calls the transport directly (what a Connect client does, minus a layer on the hot path). */
-function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, forwardHeaders: HeaderForwarder, responses: ResponseOptions): void {
+/**
+ * The route's handler calls the transport directly (what a Connect client does, minus a layer on the hot path). The
+ * route's body limit refuses a larger declared length before any byte is buffered, and its 413 names the setting.
+ */
+function addRoute(app: FastifyInstance, { route, transport, bodyLimit }: PlannedRoute, forwardHeaders: HeaderForwarder, responses: ResponseOptions): void {
   const method = route.method as never;
   const etagOf = entityTagOf(route);
   // Uploads are the long unary calls; the rest answer in well under a millisecond and skip the per-request signal.
@@ -74,6 +106,7 @@ function addRoute(app: FastifyInstance, route: RestRoute, transport: Transport, 
   app.route({
     method: route.httpMethod,
     url: route.fastifyPath,
+    ...bodyLimitOptions(bodyLimit),
     handler: async (req, reply) => {
       const built = buildRequest(route, req);
       const input = built instanceof Promise ? await built : built; // an await costs microtask turns: only for uploads

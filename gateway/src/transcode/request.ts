@@ -3,7 +3,7 @@ import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMess
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
-import { excerpt, HttpError, JSON_BODY_SETTING } from "../errors.js";
+import { excerpt, HttpError, JSON_BODY_SETTING, routeBodyLimit } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
@@ -16,8 +16,9 @@ const DECODERS: Record<string, Inflate> = { gzip: gunzip, "x-gzip": gunzip, defl
 
 /**
  * The REST body parser: the raw bytes, with a `Content-Encoding` (gzip, deflate, br) undone. The inflated size counts
- * against the same limit as a plain body (`setting`: gov.limits.json-body, or the module setting that raised it), and
- * inflating stops at that limit, so a small bomb costs no more than a body at the limit.
+ * against the same limit as a plain body — the route's own (gov.limits.json-body for JSON, the service's for raw
+ * content; `setting` names it for a route without one) — and inflating stops at that limit, so a small bomb costs no
+ * more than a body at the limit.
  */
 export function rawBodyReader(setting = JSON_BODY_SETTING) {
   return (req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void): void => readRawBody(req, body, done, setting);
@@ -30,11 +31,11 @@ function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null
   if (encoding === "identity" || encoding === "") return done(null, body);
   const decode = DECODERS[encoding];
   if (!decode) return done(new HttpError(415, "invalid_argument", `Content-Encoding "${encoding.slice(0, 40)}" is not supported: send the body as is, or with gzip, deflate or br`));
-  const limit = req.routeOptions.bodyLimit;
-  decode(body, { maxOutputLength: limit }, (err, inflated) => {
+  const limit = routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
+  decode(body, { maxOutputLength: limit.bytes }, (err, inflated) => {
     if (!err) return done(null, inflated);
     if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE" || err instanceof RangeError) {
-      return done(new HttpError(413, "resource_exhausted", `the request body inflates to more than the limit of ${limit} bytes (${setting}): send a smaller body`));
+      return done(new HttpError(413, "resource_exhausted", `the request body inflates to more than the limit of ${limit.bytes} bytes (${limit.setting}): send a smaller body`));
     }
     done(new HttpError(400, "invalid_argument", `the body is not valid ${encoding} data, as its Content-Encoding says`));
   });

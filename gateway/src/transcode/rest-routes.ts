@@ -1,4 +1,4 @@
-import { getOption, type DescField, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { getOption, ScalarType, type DescField, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { http } from "@gov/api";
 
@@ -23,6 +23,12 @@ export interface RestRoute {
   /** The response field rendered as the whole response, or undefined for the whole message. */
   responseField: DescField | undefined;
   readOnly: boolean;
+}
+
+/** The rule's body is a string or bytes field: the request body is that field's raw content (a config's text), not JSON. */
+export function takesRawContent(route: RestRoute): boolean {
+  const body = route.body;
+  return body !== undefined && body !== "*" && body.fieldKind === "scalar" && (body.scalar === ScalarType.STRING || body.scalar === ScalarType.BYTES);
 }
 
 function fieldOf(method: DescMethod, side: "input" | "output", name: string): DescField {

@@ -17,7 +17,7 @@ import { buildManagementApp, createReadiness, type Readiness } from "./managemen
 import { createMetrics, type Metrics } from "./metrics.js";
 import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
-import { endpointSettings, type ModuleInstance, type ProcessGuard, type ServiceModule, type SharedResource } from "./service-module.js";
+import { endpointSettings, type ModuleInstance, type ModuleLimits, type ProcessGuard, type ServiceModule, type SharedResource } from "./service-module.js";
 import { sharedSettings } from "./shared-settings.js";
 import { outageAnswersOf } from "./outage-answers.js";
 import { inProcessTransport, type LocalService } from "./transport/in-process.js";
@@ -54,18 +54,32 @@ export const processSettings = {
 
 /** What the runner hands a gateway builder (`@gov/gateway`'s `restGateway`): the REST app is built, not listening. */
 export interface GatewayBuild {
-  /** Every module's services, each with the transport that reaches it (in-process or HTTP). */
-  services: { service: DescService; transport: Transport }[];
+  /**
+   * Every module's services, each with the transport that reaches it (in-process or HTTP) and, when its module names
+   * the setting behind its request limit, that limit: what a raw-content REST body of the service (a config's text)
+   * may be, which the gateway's own JSON body limit does not decide.
+   */
+  services: { service: DescService; transport: Transport; rawBodyLimit?: RawBodyLimit }[];
   logger: Logger;
   sources: SettingsSources;
-  /**
-   * The largest request and upload the modules accept, and the module setting behind the request limit (named in
-   * over-limit answers); how long a request may take to arrive (gov.limits.request-timeout).
-   */
-  limits: { maxRequestBytes: number; maxUploadBytes: number; requestTimeoutMs: number; maxRequestSetting?: string };
+  /** The largest request and upload the modules accept; how long a request may take to arrive (gov.limits.request-timeout). */
+  limits: { maxRequestBytes: number; maxUploadBytes: number; requestTimeoutMs: number };
   /** The local services' Connect routes, to serve (Connect, gRPC-Web) on the gateway's port too. */
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
+
+/** A module's request limit and the setting that sets it, named in over-limit answers (e.g. gov.limits.config-content). */
+export interface RawBodyLimit {
+  bytes: number;
+  setting: string;
+}
+
+/** The module's request limit, when it names its setting: a limit without one could not be named in a 413. */
+function rawBodyLimitOf(limits: ModuleLimits): RawBodyLimit | undefined {
+  const setting = limits.settings?.maxRequestBytes;
+  return limits.maxRequestBytes !== undefined && setting ? { bytes: limits.maxRequestBytes, setting } : undefined;
+}
+
 /** Builds the gateway; `settings`: the gateway's own settings, read (and a bad one refused) before anything is opened. */
 export type GatewayBuilder = ((build: GatewayBuild) => Promise<FastifyInstance>) & { settings?: Record<string, SettingDef> };
 
@@ -293,11 +307,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const maxUploadBytes = Math.max(0, ...planned.map((p) => p.limits.maxUploadBytes ?? 0));
   // A Connect request message may carry an upload (a ZIP import), plus its envelope.
   const readMaxBytes = maxUploadBytes || maxRequestBytes ? Math.max(maxUploadBytes, maxRequestBytes) + 1024 : undefined;
-  // The module setting behind each largest limit, for over-limit messages: the REST gateway's (request) and the gRPC
-  // and Connect listeners' (the larger of the two, plus the envelope).
+  // The module setting behind the larger limit, for the gRPC and Connect listeners' over-limit messages (plus the envelope).
   const settingOf = (kind: "maxRequestBytes" | "maxUploadBytes", bytes: number) => planned.find((p) => p.limits[kind] === bytes)?.limits.settings?.[kind];
-  const maxRequestSetting = settingOf("maxRequestBytes", maxRequestBytes);
-  const largestSetting = maxUploadBytes >= maxRequestBytes ? settingOf("maxUploadBytes", maxUploadBytes) : maxRequestSetting;
+  const largestSetting = maxUploadBytes >= maxRequestBytes ? settingOf("maxUploadBytes", maxUploadBytes) : settingOf("maxRequestBytes", maxRequestBytes);
   const limitSetting = largestSetting ? `${largestSetting}, plus 1 KiB` : undefined;
 
   const readiness = createReadiness([
@@ -312,10 +324,10 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   try {
     http = options.gateway
       ? await options.gateway({
-          services: planned.flatMap((p) => p.module.services.map((service) => ({ service, transport: lazyTransport(service) }))),
+          services: planned.flatMap((p) => p.module.services.map((service) => ({ service, transport: lazyTransport(service), rawBodyLimit: rawBodyLimitOf(p.limits) }))),
           logger,
           sources,
-          limits: { maxRequestBytes, maxUploadBytes, requestTimeoutMs, maxRequestSetting },
+          limits: { maxRequestBytes, maxUploadBytes, requestTimeoutMs },
           connect: impls.length ? { routes, interceptors, readMaxBytes } : undefined,
         })
       : await createConnectServer(connectOptions);

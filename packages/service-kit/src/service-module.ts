@@ -97,7 +97,11 @@ export interface ModuleInstance {
 
 /** Request sizes a module needs the listeners in front of it to accept (they are refused before any work). */
 export interface ModuleLimits {
-  /** Largest JSON (or raw) request body of its RPCs. */
+  /**
+   * Largest request message of its RPCs. With its setting named (`settings.maxRequestBytes`) it is also the REST
+   * gateway's limit for the module's raw-content bodies (a rule whose body is a string or bytes field: a config's
+   * text); JSON bodies keep the gateway's gov.limits.json-body.
+   */
   maxRequestBytes?: number;
   /** Largest upload (e.g. a ZIP import), which also bounds a Connect request message. */
   maxUploadBytes?: number;

@@ -26,10 +26,14 @@ export interface HostileInputOptions {
   /** Values for path variables (`{namespace}` → "{hostile}"); anything not listed gets "x". */
   pathValues?: Record<string, string>;
   limits: {
-    /** Largest REST body the gateway takes (gov.limits.json-body as configured, or a module's larger request limit). */
+    /** Largest JSON (or other non-raw) REST body the gateway takes: gov.limits.json-body as configured. */
     restBody: number;
-    /** The setting(s) behind `restBody`, which the REST over-limit answers must name (default: any gov.limits.* setting). */
+    /** The setting behind `restBody`, which the REST over-limit answers must name (default: any gov.limits.* setting). */
     restBodySetting?: string;
+    /** Largest raw-content REST body (a rule whose body is a string or bytes field): the module's own limit. Default restBody. */
+    rawBody?: number;
+    /** The setting behind `rawBody` (e.g. gov.limits.config-content). Default restBodySetting. */
+    rawBodySetting?: string;
     /** Largest RPC message the Connect, gRPC-Web and gRPC listeners take (their readMaxBytes). */
     message: number;
     /** The setting behind `message`, which every listener's over-limit answer must name (e.g. gov.limits.zip-upload). */
@@ -66,6 +70,8 @@ interface Route {
   hasBody: boolean;
   /** The body is read as JSON (not raw content, not a form). */
   jsonBody: boolean;
+  /** The body is a string or bytes field's raw content (a config's text), with its own size limit. */
+  rawBody: boolean;
   /** A neutral body: `[]` when the rule's body is a list field (role names), else `{}`. */
   emptyBody: string;
 }
@@ -79,7 +85,8 @@ function restRoutes(service: DescService): Route[] {
     // a body read as JSON: the whole message (unless it uploads a file), or a map, list or message field
     const takesFile = method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
     const jsonBody = rule.body === "*" ? !takesFile : bodyField !== undefined && bodyField.fieldKind !== "scalar";
-    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", jsonBody, emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
+    const rawBody = bodyField?.fieldKind === "scalar" && (bodyField.scalar === ScalarType.STRING || bodyField.scalar === ScalarType.BYTES);
+    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", jsonBody, rawBody, emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
   }
   return routes;
 }
@@ -434,24 +441,29 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           });
         }
         if (route.hasBody) {
+          // the limit of this route's body: raw content has its module's own, every other body the JSON one
+          const limit = route.rawBody ? (options.limits.rawBody ?? options.limits.restBody) : options.limits.restBody;
+          const setting = route.rawBody ? (options.limits.rawBodySetting ?? options.limits.restBodySetting) : options.limits.restBodySetting;
           it("a body over the limit is 413 resource_exhausted naming the limit and its setting, without echoing it", async () => {
             const { restUrl } = options.target();
-            const big = "B".repeat(options.limits.restBody + 1);
+            const big = "B".repeat(limit + 1);
             const body = await bounded(answerMs, maxGrowth, async () =>
               expectErrorShape(await send(restUrl + path, { method: route.verb, body: big, headers: { "content-type": "text/plain" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted", "BBBBBBBBBB"),
             );
             expect(body.message).toMatch(/limit of \d+ bytes \(gov\.limits\.[a-z-]+/);
-            if (options.limits.restBodySetting) expect(body.message).toContain(`(${options.limits.restBodySetting})`);
+            expect(body.message).toContain(`limit of ${limit} bytes`);
+            if (setting) expect(body.message).toContain(`(${setting})`);
           });
           it("a gzip bomb is refused before it is inflated past the limit", async () => {
             const { gzipSync } = await import("node:zlib");
             const { restUrl } = options.target();
-            const bomb = gzipSync(Buffer.alloc(64 * options.limits.restBody));
+            const bomb = gzipSync(Buffer.alloc(64 * limit));
             const body = await bounded(answerMs, maxGrowth, async () =>
               expectErrorShape(await send(restUrl + path, { method: route.verb, body: bomb, headers: { "content-type": "text/plain", "content-encoding": "gzip" }, signal: AbortSignal.timeout(answerMs) }), 413, "resource_exhausted"),
             );
             expect(body.message).toMatch(/gov\.limits\./);
-            if (options.limits.restBodySetting) expect(body.message).toContain(`(${options.limits.restBodySetting})`);
+            expect(body.message).toContain(`limit of ${limit} bytes`);
+            if (setting) expect(body.message).toContain(`(${setting})`);
           });
           it("a body that trickles in is cut with 408 deadline_exceeded after the request timeout", async () => {
             const { restUrl } = options.target();

@@ -10,8 +10,8 @@ import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
 // get the token attacks and malformed bodies and paths with a valid token.
 const REQUEST_TIMEOUT_MS = 1500;
 const JSON_BODY = 128 * 1024;
-// One REST body limit for the whole process: the largest any module needs (config content, registry messages: 1 MiB).
-const limits = { restBody: 1024 * 1024, message: 1024 * 1024 + 1024, requestTimeoutMs: REQUEST_TIMEOUT_MS };
+// The security service's REST bodies are JSON: gov.limits.json-body, however large another module's request limit.
+const limits = { restBody: JSON_BODY, restBodySetting: "gov.limits.json-body", message: 1024 * 1024 + 1024, requestTimeoutMs: REQUEST_TIMEOUT_MS };
 
 let p: SecureProcess | undefined;
 let target: HostileTarget | undefined;

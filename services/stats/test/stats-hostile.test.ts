@@ -11,7 +11,7 @@ import { FAST, testSources } from "./stats-harness.js";
 const REQUEST_TIMEOUT_MS = 1500;
 const JSON_BODY = 128 * 1024;
 const env = { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_LIMITS_JSON_BODY: String(JSON_BODY) };
-const limits = { restBody: Math.max(JSON_BODY, MAX_STATS_MESSAGE_BYTES), message: MAX_STATS_MESSAGE_BYTES + 1024, requestTimeoutMs: REQUEST_TIMEOUT_MS };
+const limits = { restBody: JSON_BODY, restBodySetting: "gov.limits.json-body", message: MAX_STATS_MESSAGE_BYTES + 1024, requestTimeoutMs: REQUEST_TIMEOUT_MS };
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 
 let gateway: BuiltProcess | undefined;
