@@ -82,8 +82,13 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         expect((await query(p, root, `?query=${seg(n)}&successful=false`)).list.map((e) => e.status)).toEqual([401]);
         expect((await query(p, root, `?query=${seg(n)}&successful=true`)).total).toBe(7);
         const middle = all.list[4].opTime;
+        // from and to are inclusive; each keeps exactly the entries on its side (and neither is empty here)
         const fromMiddle = await query(p, root, `?query=${seg(n)}&from=${seg(middle)}`);
-        expect(fromMiddle.list.every((e) => e.opTime >= middle)).toBe(true);
+        expect(fromMiddle.list.map((e) => e.id)).toEqual(all.list.filter((e) => e.opTime >= middle).map((e) => e.id));
+        expect(fromMiddle.total).toBeGreaterThanOrEqual(5);
+        const toMiddle = await query(p, root, `?query=${seg(n)}&to=${seg(middle)}`);
+        expect(toMiddle.list.map((e) => e.id)).toEqual(all.list.filter((e) => e.opTime <= middle).map((e) => e.id));
+        expect(toMiddle.total).toBeGreaterThanOrEqual(4);
         expect((await query(p, root, `?query=${seg(n)}&to=2000-01-01T00:00:00Z`)).total).toBe(0);
         const bad = await p.rest("GET", "/v1/audit-log?from=yesterday", { token: root });
         expect([bad.status, bad.body.code]).toEqual([400, "invalid_argument"]);

@@ -244,6 +244,13 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       await putRole(role, [{ namespace: dev, action: "rw" }]);
       expect((await p.rest("PUT", `/v1/namespaces/${seg(dev)}/configs/app.yaml`, { token: alice, body: "x: 2" })).body).toBe(true);
       for (const { name, client } of clientsOf(ConfigService, p, alice)) expect((await client.setConfig({ namespace: dev, configId: `${name}.yaml`, data: "y" })).changed, name).toBe(true);
+      // registry writes too: the register refused under "r" above now works, on REST and every RPC protocol
+      const registered = await p.rest("PUT", `/v1/namespaces/${seg(dev)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h3", port: 80 } });
+      expect([registered.status, registered.body]).toEqual([200, true]);
+      for (const { name, client } of clientsOf(RegistryService, p, alice)) {
+        expect((await client.registerInstance({ namespace: dev, serviceId: "order", schema: "http", host: `h-${name}`, port: 80 })).registered, name).toBe(true);
+      }
+      expect((await p.rest("PUT", `/v1/namespaces/${seg(prod)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h3", port: 80 } })).status).toBe(403);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
       expect(await keepalive(alice)).toBe("kept@http#k1#80");
     });

@@ -8,6 +8,7 @@ import { createSecurityGuard, createSecurityModule } from "@gov/security-service
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createStatsModule } from "../src/module.js";
+import { freshSystem, namespaceTargets, ns } from "./namespace-harness.js";
 import { FAST } from "./stats-harness.js";
 
 const PASSWORD = "root-password-for-tests";
@@ -15,14 +16,16 @@ const seg = encodeURIComponent;
 
 /**
  * The namespace service behind the security guard (contract §7): the list shows what the caller may read, creating and
- * deleting namespaces is for admins, setting the current namespace needs write permission on it. REST, Connect, gRPC.
+ * deleting namespaces is for admins, setting the current namespace needs write permission on it. REST, Connect, gRPC,
+ * on the embedded store and on Redis (names of its own per run: suites share one Redis).
  */
-describe("namespaces with security on", () => {
+for (const target of namespaceTargets().filter((t) => t.name !== "redis-cluster")) describe.skipIf(target.skip)(`namespaces with security on (${target.name})`, () => {
   let proc: BuiltProcess;
   let urls: { url: string; grpcUrl?: string };
   let root: string;
   let alice: string;
-  const [dev, prod] = ["{dev}", "{prod}"];
+  const system = freshSystem();
+  const [dev, prod] = [ns("dev"), ns("prod")];
 
   const rest = async (method: string, path: string, token?: string, body?: unknown) => {
     const res = await fetch(`${urls.url}${path}`, {
@@ -45,7 +48,7 @@ describe("namespaces with security on", () => {
       modules: [createConfigModule(), createStatsModule({ worker: FAST }), createSecurityModule({ announce: () => {} })],
       gateway: restGateway,
       guard: createSecurityGuard(),
-      sources: { file: {}, env: { GOV_SUPER_PASSWORD: PASSWORD, GOV_SHUTDOWN_GRACE: "1s" } },
+      sources: { file: {}, env: { GOV_SUPER_PASSWORD: PASSWORD, GOV_SHUTDOWN_GRACE: "1s", GOV_NAMESPACE_SYSTEM: system, ...target.env } },
       logger: createLogger("test", "silent"),
     });
     urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
@@ -60,7 +63,7 @@ describe("namespaces with security on", () => {
 
   it("GET /v1/namespaces lists only what the caller may read; an admin sees all; no token is 401", async () => {
     expect(await rest("GET", "/v1/namespaces", alice)).toEqual({ status: 200, body: [dev] });
-    expect((await rest("GET", "/v1/namespaces", root)).body).toEqual(expect.arrayContaining(["gov-{system}", dev, prod]));
+    expect((await rest("GET", "/v1/namespaces", root)).body).toEqual(expect.arrayContaining([system, dev, prod]));
     expect((await rest("GET", "/v1/namespaces")).status).toBe(401);
     for (const transport of [
       createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1", interceptors: [bearer(alice)] }),
@@ -82,19 +85,19 @@ describe("namespaces with security on", () => {
   });
 
   it("create and delete are admin-only; the current namespace is readable by any user and set only with write permission", async () => {
-    expect((await rest("PUT", `/v1/namespaces/${seg("{alices}")}`, alice)).status).toBe(403);
+    expect((await rest("PUT", `/v1/namespaces/${seg(ns("alices"))}`, alice)).status).toBe(403);
     expect((await rest("DELETE", `/v1/namespaces/${seg(dev)}`, alice)).status).toBe(403);
     expect((await rest("GET", "/v1/namespaces/current", alice)).status).toBe(200);
     expect((await rest("PUT", `/v1/namespaces/current/${seg(dev)}`, alice)).status).toBe(403); // r only
     expect((await rest("PUT", `/v1/namespaces/current/${seg(dev)}`, root)).body).toBe(true);
     expect((await rest("GET", "/v1/namespaces/current", alice)).body).toBe(dev);
     const grpc = createClient(NamespaceService, createGrpcTransport({ baseUrl: urls.grpcUrl!, interceptors: [bearer(alice)] }));
-    const refused = await grpc.createNamespace({ namespace: "{alices}" }).catch((err: unknown) => ConnectError.from(err).code);
+    const refused = await grpc.createNamespace({ namespace: ns("alices") }).catch((err: unknown) => ConnectError.from(err).code);
     expect(refused).toBe(Code.PermissionDenied);
   });
 
   it("the audit log says a namespace delete was forced (?force=true), whether it came over REST or Connect", async () => {
-    const [plain, forced, viaConnect] = ["{gone}", "{forced}", "{forced-connect}"];
+    const [plain, forced, viaConnect] = [ns("gone"), ns("forced"), ns("forced-connect")];
     for (const n of [plain, forced, viaConnect]) {
       expect((await rest("PUT", `/v1/namespaces/${seg(n)}`, root)).body).toBe(true);
       if (n !== plain) expect((await fetch(`${urls.url}/v1/namespaces/${seg(n)}/configs/a.yaml`, { method: "PUT", headers: { authorization: `Bearer ${root}` }, body: "a" })).status).toBe(200);
