@@ -4,6 +4,25 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
 import { createRegistryGateway, ns, registryClients, seg, type RegistryGateway } from "./harness.js";
 
+/**
+ * The set a watching client holds after applying `ops` ("op:detail" lines): `current` and `resync` replace it with their
+ * list, `remove`, `deregister` and `expired` take one out, any other op (add, register, renew, metadata) puts one in.
+ * `key` turns an event's detail into a member (an instance id into its host).
+ */
+function replay(ops: string[], key: (detail: string) => string = (d) => d): string[] {
+  const held = new Set<string>();
+  for (const op of ops) {
+    const colon = op.indexOf(":");
+    const [kind, detail] = [op.slice(0, colon), op.slice(colon + 1)];
+    if (kind === "current" || kind === "resync") {
+      held.clear();
+      detail.split(",").filter(Boolean).forEach((m) => held.add(m));
+    } else if (kind === "remove" || kind === "deregister" || kind === "expired") held.delete(key(detail));
+    else held.add(key(detail));
+  }
+  return [...held].sort();
+}
+
 describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test", () => {
   let redis: RedisServer;
   let gw: RegistryGateway;
@@ -66,20 +85,13 @@ describe.skipIf(inject("redisSkipReason"))("registry with Redis stopped mid-test
     // The watch re-read once the feed was back: "before" is gone (the new server is empty), "after" is there.
     await expect.poll(() => ops.some((op) => op.startsWith("resync:")), { timeout: 10_000, interval: 50 }).toBe(true);
     await expect.poll(() => ops.at(-1), { timeout: 5000, interval: 50 }).toMatch(/^(resync:after|register:s@http#after#1)$/);
+    // What a client that applies every message holds is the state as it is now: a resync that kept "before" would not do
+    expect(replay(ops, (instanceId) => instanceId.split("#")[1])).toEqual(["after"]);
     // The service-list watch too: the new server has only what was written since ("after" re-created s).
     await expect.poll(() => serviceOps.some((op) => op.startsWith("resync:")), { timeout: 10_000, interval: 50 }).toBe(true);
     await client.putService({ namespace: n, serviceId: "later" });
     await expect.poll(() => serviceOps.at(-1), { timeout: 5000, interval: 50 }).toBe("add:later");
-    const replayed = new Set<string>();
-    for (const op of serviceOps) {
-      const [kind, ids] = op.split(":");
-      if (kind === "current" || kind === "resync") {
-        replayed.clear();
-        ids.split(",").filter(Boolean).forEach((id) => replayed.add(id));
-      } else if (kind === "add") replayed.add(ids);
-      else replayed.delete(ids);
-    }
-    expect([...replayed].sort()).toEqual((await client.listServices({ namespace: n })).serviceIds);
+    expect(replay(serviceOps)).toEqual((await client.listServices({ namespace: n })).serviceIds);
     stop.abort();
     await Promise.all([watch, serviceWatch]);
   }, 60_000);
