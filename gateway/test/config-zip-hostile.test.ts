@@ -112,6 +112,7 @@ describe("hostile ZIP archives at the default limits", () => {
     expect([m.status, m.body.code]).toEqual([400, "invalid_argument"]);
     expect(m.body.message).toMatch(/entry #2 \("e1"\) overlaps entry #1 \("e0"\).*zip-bomb technique/);
     expect(m.ms).toBeLessThan(1000);
+    expect(m.rssGrowthMb).toBeLessThan(100);
     expectNoStall(m);
   });
 
@@ -136,6 +137,8 @@ describe("hostile ZIP archives at the default limits", () => {
     const m = await importMeasured(url, flood);
     expect([m.status, m.body.code]).toEqual([400, "invalid_argument"]);
     expect(m.body.message).toMatch(/central directory holds more entries than the 10 its end record declares/);
+    expect(m.ms).toBeLessThan(1000);
+    expect(m.rssGrowthMb).toBeLessThan(100);
     expectNoStall(m);
   });
 });
@@ -162,6 +165,9 @@ describe("a flood under a raised entry limit", () => {
     expect(m.body.results!.filter((r) => r.outcome === "created").length).toBe(1666);
     expect(m.body.results!.filter((r) => r.outcome === "skipped").length).toBe(3334);
     expect(m.pings).toBeGreaterThan(5);
+    // bounded too: every entry is read and answered, which takes time, but not without limit
+    expect(m.ms).toBeLessThan(10_000);
+    expect(m.rssGrowthMb).toBeLessThan(150);
     expectNoStall(m);
   });
 });
