@@ -582,7 +582,7 @@ function tokenAttacks(options: HostileInputOptions, routes: Route[], rpcPath: (m
             }
             const text = await res.text();
             expect(res.status, `${route.verb} ${path} ${body}: ${text.slice(0, 200)}`).toBeLessThan(500);
-            if (res.status >= 400 && res.status !== 404) {
+            if (res.status >= 400) {
               const parsed = JSON.parse(text) as Record<string, unknown>;
               expect(Object.keys(parsed).sort(), text).toEqual(["code", "message"]);
             }

@@ -39,7 +39,7 @@ describeHostileInput("security service (all-in-one, embedded store, security on)
 describeHostileTokens("config service (security on)", { service: ConfigService, target: () => target!, pathValues: { namespace: "{hostile}", config_id: "a.yaml", target_version: "1", version: "1" }, limits, auth });
 
 describeHostileTokens("registry service (security on)", {
-  service: { ...RegistryService, methods: RegistryService.methods.filter((m) => m.methodKind !== "bidi_streaming") },
+  service: RegistryService,
   target: () => target!,
   pathValues: { namespace: "{hostile}", service_id: "order", instance_id: "order@http#h#1" },
   limits,
