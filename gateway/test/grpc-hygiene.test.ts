@@ -58,6 +58,9 @@ describe("gRPC hygiene of the all-in-one process", () => {
       const res = await fetch(url, { method: "POST", body: type ? "{}" : new Blob(["{}"]), headers: type ? { "content-type": type } : {} });
       expect([type, res.status, await res.json()]).toEqual([type, 415, { code: "invalid_argument", message: `content type ${named} ${takes}` }]);
     }
+    // no type/subtype at all: refused before Connect-ES sees it, still with what to send
+    const bare = await fetch(url, { method: "POST", body: "{}", headers: { "content-type": "foo" } });
+    expect([bare.status, await bare.json()]).toEqual([415, { code: "invalid_argument", message: expect.stringMatching(/not a media type \(type\/subtype\): send .*application\/json/) }]);
   });
 
   it("accepts application/grpc-web-text on the gateway port", async () => {

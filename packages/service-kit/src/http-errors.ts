@@ -6,8 +6,16 @@ import { REQUEST_TIMEOUT } from "./request-errors.js";
 
 export { excerpt };
 
-/** The router's own refusals as `{code, message}` (status, body), or undefined for an error it does not know. */
+/**
+ * What Fastify refuses before a route's handler or parser runs — the router's refusals, and a Content-Type that is no
+ * type/subtype at all — as `{code, message}` (status, body), or undefined for an error it does not know.
+ */
 export function routerRefusal(err: { code?: string }): { status: number; body: { code: string; message: string } } | undefined {
+  if (err.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") {
+    // refused before any parser, so before Connect-ES could name the types it takes: Fastify's words are a bare
+    // "Unsupported Media Type"
+    return { status: 415, body: { code: "invalid_argument", message: "the Content-Type is not a media type (type/subtype): send the one this endpoint takes, e.g. application/json (Connect), application/grpc-web" } };
+  }
   if (err.code === "FST_ERR_BAD_URL") {
     return { status: 400, body: { code: "invalid_argument", message: "the URL holds a malformed percent-escape: write '%' as %25 and escape non-ASCII characters as UTF-8 bytes" } };
   }
