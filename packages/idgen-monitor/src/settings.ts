@@ -49,7 +49,7 @@ export const monitorSettings = {
   namespace: {
     name: "idgen.namespace",
     parse: (raw: string) => raw.trim(),
-    doc: "namespace of this process's machine-id lease and segment counters; default the application name (`gateway`, `config-service`, `registry-service`)",
+    doc: "namespace of this process's machine-id lease and segment counters; default the application name (`gov` for every process of the product: one pool of machine ids, so no two processes issue the same id)",
   } as SettingDef<string>,
 };
 

@@ -32,7 +32,7 @@ describe("idgen monitor on the management listener (manual machine id)", () => {
     expect(anonymous.components.machineId).toEqual({ status: "UP" });
     for (const headers of [admin, user]) {
       const shown = (await get("/actuator/health", headers)).json();
-      expect(shown.components.machineId).toMatchObject({ status: "UP", details: { distributor: "manual", machineId: 0, namespace: "config-service" } });
+      expect(shown.components.machineId).toMatchObject({ status: "UP", details: { distributor: "manual", machineId: 0, namespace: "gov" } });
     }
     expect((await get("/actuator/health", { authorization: "Bearer wrong-token-xxxxxxxxxxxx" })).json().components.machineId).toEqual({ status: "UP" });
     expect((await get("/actuator/health/readiness")).json().components.idgen).toEqual({ status: "UP" });
@@ -70,8 +70,8 @@ describe("idgen monitor on the management listener (manual machine id)", () => {
   it("/metrics has every idgen family and passes promtool check metrics", async () => {
     const body = (await get("/metrics")).body;
     for (const name of IDGEN_METRIC_NAMES) expect(body, name).toContain(`# TYPE ${name} `);
-    expect(body).toContain('idgen_machine_lease_up{namespace="config-service"} 1');
-    expect(body).toMatch(/idgen_segment_remaining_ids\{namespace="config-service",generator="order"\} \d+/);
+    expect(body).toContain('idgen_machine_lease_up{namespace="gov"} 1');
+    expect(body).toMatch(/idgen_segment_remaining_ids\{namespace="gov",generator="order"\} \d+/);
     expect(body).not.toContain('generator="__share__"'); // the share alias is counted once, under its own name
     const tool = promtool();
     if (!tool) return void console.warn("promtool not installed: `apt-get install prometheus` to run the metrics lint");

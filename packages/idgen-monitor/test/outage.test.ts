@@ -77,7 +77,7 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
   };
 
   it("Redis stopped → machineId DOWN with error and time within one renewal; failures rise; Redis back → UP", async () => {
-    expect(await health()).toMatchObject({ status: "UP", details: { distributor: "redis", namespace: "gateway" } });
+    expect(await health()).toMatchObject({ status: "UP", details: { distributor: "redis", namespace: "gov" } });
     expect((await request()).status).toBe(200);
     issueMany();
 
@@ -92,20 +92,20 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     expect(Date.parse(down.details.failedAt)).toBeLessThanOrEqual(Date.now());
     const guardFailed = log.find("Guard Failed");
     expect(guardFailed.length).toBeGreaterThanOrEqual(1);
-    expect(guardFailed[0]).toMatchObject({ level: 50, logger: "gov.idgen", namespace: "gateway" });
+    expect(guardFailed[0]).toMatchObject({ level: 50, logger: "gov.idgen", namespace: "gov" });
 
     const first = await metrics();
-    expect(sample(first, "idgen_machine_lease_up", '{namespace="gateway"}')).toBe(0);
-    const failures = sample(first, "idgen_machine_lease_renewals_total", '{namespace="gateway",result="failure"}')!;
+    expect(sample(first, "idgen_machine_lease_up", '{namespace="gov"}')).toBe(0);
+    const failures = sample(first, "idgen_machine_lease_renewals_total", '{namespace="gov",result="failure"}')!;
     expect(failures).toBeGreaterThanOrEqual(1);
-    await waitUntil("a rising failure count", async () => sample(await metrics(), "idgen_machine_lease_renewals_total", '{namespace="gateway",result="failure"}')! > failures);
+    await waitUntil("a rising failure count", async () => sample(await metrics(), "idgen_machine_lease_renewals_total", '{namespace="gov",result="failure"}')! > failures);
     // still within the deadline: ids are issued (from the lease it still holds)
     expect((await request()).status).toBe(200);
     issueMany();
 
     await server.start();
     await waitUntil("machineId UP again", async () => (await health()).status === "UP", 8_000);
-    expect(sample(await metrics(), "idgen_machine_lease_up", '{namespace="gateway"}')).toBe(1);
+    expect(sample(await metrics(), "idgen_machine_lease_up", '{namespace="gov"}')).toBe(1);
     expect((await proc.management.inject({ url: "/actuator/health/readiness" })).statusCode).toBe(200);
   });
 
@@ -123,7 +123,7 @@ describe.skipIf(inject("redisSkipReason"))("machine-id lease outage, seen from t
     const stopped = await health();
     expect(stopped).toMatchObject({ status: "DOWN", details: { stopped: true, error: expect.any(String) } });
     expect(Date.parse(stopped.details.stoppedAt)).toBeLessThanOrEqual(Date.now());
-    expect(sample(await metrics(), "idgen_machine_lease_up", '{namespace="gateway"}')).toBe(0);
+    expect(sample(await metrics(), "idgen_machine_lease_up", '{namespace="gov"}')).toBe(0);
     // only a restart repairs it: liveness says so, for the orchestrator's probe
     const live = await proc.management.inject({ url: "/actuator/health/liveness" });
     expect([live.statusCode, live.json()]).toEqual([503, { status: "DOWN" }]);

@@ -9,14 +9,17 @@ import { capturedLogger, sample, sources, TOKEN, waitUntil } from "./helpers.js"
 const admin = { authorization: `Bearer ${TOKEN}` };
 
 /** Every process kind of the product, as its entry point builds it (apps/main.ts, services/<name>/src/main.ts). */
-function kinds(configUrl: string, registryUrl: string): { kind: string; namespace: string; options: ProcessOptions; env?: Record<string, string> }[] {
+function kinds(configUrl: string, registryUrl: string): { kind: string; options: ProcessOptions; env?: Record<string, string> }[] {
   return [
-    { kind: "all-in-one", namespace: "gateway", options: platform },
-    { kind: "config service alone", namespace: "config-service", options: { name: "gov.config-service", modules: [configModule] } },
-    { kind: "registry service alone", namespace: "registry-service", options: { name: "gov.registry-service", modules: [registryModule] } },
-    { kind: "gateway alone", namespace: "gateway", options: platform, env: { GOV_CONFIG_SERVICE_URL: configUrl, GOV_REGISTRY_SERVICE_URL: registryUrl } },
+    { kind: "all-in-one", options: platform },
+    { kind: "config service alone", options: { name: "gov.config-service", modules: [configModule] } },
+    { kind: "registry service alone", options: { name: "gov.registry-service", modules: [registryModule] } },
+    { kind: "gateway alone", options: platform, env: { GOV_CONFIG_SERVICE_URL: configUrl, GOV_REGISTRY_SERVICE_URL: registryUrl } },
   ];
 }
+
+/** Every process of the product is one application for its ID generator (see ID_APPLICATION in the process runner). */
+const namespace = "gov";
 
 async function start(options: ProcessOptions, env: Record<string, string>) {
   const proc = await buildProcess({ ...options, sources: sources({ MANAGEMENT_TOKEN: TOKEN, ...env }) });
@@ -40,14 +43,14 @@ for (const store of [{ name: "embedded", url: "", skip: "" }, ...redisTargets()]
       for (const p of procs) await p.shutdown();
     });
 
-    it("namespace = application name, the distributor REDIS_URL selects, /actuator/idgen, request ids end to end", async () => {
-      const gatewayMachineIds: number[] = [];
-      for (const { kind, namespace, options, env: own } of kinds(services.config, services.registry)) {
+    it("namespace = application name (gov), the distributor REDIS_URL selects, /actuator/idgen, request ids end to end", async () => {
+      const machineIds: number[] = [];
+      for (const { kind, options, env: own } of kinds(services.config, services.registry)) {
         const { proc, urls } = await start(options, { ...env, ...own });
         procs.push(proc);
         const health = (await proc.management.inject({ url: "/actuator/health", headers: admin })).json();
         expect(health.components.machineId, kind).toMatchObject({ status: "UP", details: { namespace, distributor: store.url ? "redis" : "manual" } });
-        if (namespace === "gateway") gatewayMachineIds.push(health.components.machineId.details.machineId);
+        machineIds.push(health.components.machineId.details.machineId);
         const list = (await proc.management.inject({ url: "/actuator/idgen" })).json() as { name: string }[];
         expect(list.map((g) => g.name), kind).toContain("__share__");
         const metrics = (await proc.management.inject({ url: "/metrics" })).body;
@@ -61,8 +64,12 @@ for (const store of [{ name: "embedded", url: "", skip: "" }, ...redisTargets()]
         const after = sample((await proc.management.inject({ url: "/metrics" })).body, composite.split("{")[0], `{${composite.split("{")[1]}`)!;
         expect(after, kind).toBe(before + 1);
       }
-      // two live processes of one namespace (both gateways, in this one Node process) never share a leased machine id
-      if (store.url) expect(new Set(gatewayMachineIds).size).toBe(2);
+      // no two live processes share a leased machine id, whatever their kind: the four here and the two services
+      // started first (config and registry alone), which leased before them
+      if (store.url) {
+        for (const p of procs.slice(0, 2)) machineIds.push((await p.management.inject({ url: "/actuator/health", headers: admin })).json().components.machineId.details.machineId);
+        expect(new Set(machineIds).size).toBe(6);
+      }
     });
   });
 }
@@ -89,7 +96,7 @@ describe.skipIf(inject("redisSkipReason"))("the seed's operator log lines in the
         }
       };
       await waitUntil("prefetch still failing", () => (take(), log.find("prefetch still failing").length > 0), 15_000);
-      expect(log.find("AppendChain [config-service.order] - prefetch failed")[0]).toMatchObject({ level: 50, logger: "gov.idgen" });
+      expect(log.find("AppendChain [gov.order] - prefetch failed")[0]).toMatchObject({ level: 50, logger: "gov.idgen" });
       expect(log.find("prefetch still failing")[0]).toMatchObject({ level: 40, logger: "gov.idgen" });
     } finally {
       await proc.shutdown(); // the machine id cannot be released: Redis is down

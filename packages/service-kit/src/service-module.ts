@@ -32,7 +32,8 @@ export interface ModuleContext<S extends Record<string, SettingDef> = Record<str
    */
   transportFor(service: DescService): Transport;
   /**
-   * The process's ID generator (`idgen.namespace` = the application name): `nextId()` returns a new unique id string
+   * The process's ID generator (`idgen.namespace` = the application name, `gov` for every process of the product, so
+   * that ids are unique across all of them): `nextId()` returns a new unique id string
    * (e.g. for audit entries). Once the generator has stopped (machine-id lease lost) it throws a ConnectError
    * `unavailable` that says why, which reaches the client as 503.
    */
