@@ -2,8 +2,8 @@ import { ConfigService } from "@gov/api";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { describeHostileInput, describeHostileTokens, type HostileTarget } from "@gov/testkit/hostile-input";
-import { afterAll, beforeAll } from "vitest";
-import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+import { afterAll, beforeAll, describe } from "vitest";
+import { ROOT_PASSWORD, securityTargets, startSecure, type SecureProcess } from "./harness.js";
 
 // Every endpoint of every service of the all-in-one process, with security on: the security service gets the whole
 // hostile-input suite plus the token attacks; config and registry (whose other hostile input their own suites cover)
@@ -45,3 +45,24 @@ describeHostileTokens("registry service (security on)", {
   limits,
   auth,
 });
+
+// The token attacks again with the signing key generated once and kept in Redis (as replicas share it), not in memory:
+// a forged, alg:none or wrong-secret token is refused against the stored key just the same.
+for (const redis of securityTargets().filter((t) => t.name === "redis")) {
+  describe.skipIf(redis.skip)("with the key stored in Redis", () => {
+    let onRedis: SecureProcess | undefined;
+    let redisTokens = { accessToken: "", refreshToken: "" };
+    beforeAll(async () => {
+      onRedis = await startSecure(redis, { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_LIMITS_JSON_BODY: String(JSON_BODY), GOV_LIMITS_ZIP_UPLOAD: "1MiB" });
+      redisTokens = await onRedis.login("root", ROOT_PASSWORD);
+    });
+    afterAll(() => onRedis?.close());
+    describeHostileTokens("config service (security on, Redis)", {
+      service: ConfigService,
+      target: () => ({ restUrl: onRedis!.url, connectUrl: onRedis!.url, grpcUrl: onRedis!.grpcUrl }),
+      pathValues: { namespace: "{hostile}", config_id: "a.yaml", target_version: "1", version: "1" },
+      limits,
+      auth: { token: () => redisTokens.accessToken, refreshToken: () => redisTokens.refreshToken },
+    });
+  });
+}
