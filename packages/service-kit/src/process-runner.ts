@@ -243,7 +243,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         closers.push(closeWriter); // runs before the client's quit (closers run in reverse)
       }
       closers.push(() => quitQuietly(client));
-      if (localPlans.length) {
+      if (localPlans.length || options.guard) {
         const hub = createSubscriberHub(client);
         subscriber = hub;
         closers.push(() => hub.close());
@@ -276,10 +276,16 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       instances.push({ name: plan.module.name, instance });
       closers.push(() => instance.close());
     }
-    if (options.guard && localPlans.length) {
-      const guard = await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance, ids });
+    // A process that serves no RPC of its own (a gateway whose services all run elsewhere, a stats worker) still has a
+    // management port whose admins are the security service's: with the shared Redis, its guard checks their tokens
+    // there, and guards nothing else (the services it calls guard and audit their own calls).
+    const servesRpcs = localPlans.some((p) => p.module.services.length > 0);
+    const guard = options.guard && (servesRpcs || redis) ? await options.guard({ logger, sources, redis, redisKind: redis ? redisKind : undefined, subscriber, instanceOf: (name) => instances.find((i) => i.name === name)?.instance, ids }) : undefined;
+    if (guard) {
       closers.push(() => guard.close()); // before the modules: it may still write to their stores
       guardAuthorizes = guard.authorizeManagement?.bind(guard);
+    }
+    if (guard && servesRpcs) {
       // The guard's own failures (a user lookup during a Redis failover) are answered like a handler's — 503, not
       // Connect's bare "internal error" — without logging each outage twice (the inner interceptor logs handlers').
       const guardFailures: Interceptor = (next) => async (req) => {
