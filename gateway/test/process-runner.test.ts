@@ -47,10 +47,13 @@ describe("one runner: all-in-one and split from the same modules", () => {
     // The write landed in the service process: read it there directly, over Connect.
     const direct = createClient(ConfigService, createConnectTransport({ baseUrl: serviceUrls.url, httpVersion: "1.1" }));
     expect((await direct.getConfig({ namespace: n, configId: "a.yaml" })).config?.data).toBe("over the wire");
-    // The service counted the call as a Connect call; the gateway, which ran none itself, counted nothing.
+    // The service counted the call as a Connect call; the gateway counted the call it made, as remote.
     const scrape = await (await fetch(`${serviceUrls.managementUrl}/metrics`)).text();
     expect(scrape).toMatch(/gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="SetConfig",protocol="connect",code="ok"\} 1/);
-    expect(await (await fetch(`${urls.managementUrl}/metrics`)).text()).not.toContain("gov_rpc_requests_total{");
+    const gatewayScrape = await (await fetch(`${urls.managementUrl}/metrics`)).text();
+    expect(gatewayScrape).toMatch(/gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="SetConfig",protocol="remote",code="ok"\} 1/);
+    expect(gatewayScrape).toMatch(/gov_rpc_duration_seconds_count\{service="gov\.config\.v1\.ConfigService",method="SetConfig",protocol="remote",code="ok"\} 1/);
+    expect(gatewayScrape).not.toContain('protocol="connect"');
   });
 
   it("many open watches are no 'possible memory leak' warning: each waits on the shutdown signal with its own listener", async () => {

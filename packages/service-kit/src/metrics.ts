@@ -7,6 +7,11 @@ export interface Metrics {
   registry: Registry;
   /** Counts every call and observes its latency, labelled service, method, protocol, code. Put it first (outermost). */
   interceptor: Interceptor;
+  /**
+   * The same for the calls this process makes to a service in another process (a gateway whose services run
+   * elsewhere), labelled protocol `remote`: the latency its callers see, network included. On a client transport.
+   */
+  remoteInterceptor: Interceptor;
   /** The Prometheus text exposition: process metrics (CPU, memory, event loop, GC) and the registry's. */
   scrape(): Promise<{ contentType: string; body: string }>;
 }
@@ -152,9 +157,9 @@ export function createMetrics(): Metrics {
     }
   }
 
-  const interceptor: Interceptor = (next) => async (req) => {
+  const observing = (protocolFor: (req: { url: string; header: Headers }) => string): Interceptor => (next) => async (req) => {
     const started = performance.now();
-    const protocol = protocolOf(req);
+    const protocol = protocolFor(req);
     try {
       const res = await next(req);
       if (!res.stream) record(req.method, protocol, "ok", started);
@@ -168,7 +173,8 @@ export function createMetrics(): Metrics {
 
   return {
     registry,
-    interceptor,
+    interceptor: observing(protocolOf),
+    remoteInterceptor: observing(() => "remote"),
     async scrape() {
       const [own, proc] = await Promise.all([registry.metrics(), processMetrics().metrics()]);
       return { contentType: registry.contentType, body: `${proc}\n${own}` };

@@ -202,7 +202,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       return local;
     }
     let remote = remoteTransports.get(plan.module.name);
-    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [drain.clientInterceptor] })));
+    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [metrics.remoteInterceptor, drain.clientInterceptor] })));
     return remote;
   };
   // Resolved at the first call, so modules may ask for each other in any order; then kept (the plan never changes once
