@@ -207,7 +207,7 @@ export async function startCluster(options = {}) {
   rmSync(join(dir, "redis"), { recursive: true, force: true });
   mkdirSync(join(dir, "logs"), { recursive: true });
   const busy = (await Promise.all(allPorts(basePort).map(async (p) => ((await portFree(p)) ? undefined : p)))).filter(Boolean);
-  if (busy.length) throw new Error(`ports ${busy.join(", ")} are in use: set GOV_CLUSTER_BASE_PORT to another base (it uses base … base+92 and base+10000 … base+10005)`);
+  if (busy.length) throw new Error(`ports ${busy.join(", ")} are in use: set GOV_CLUSTER_BASE_PORT to another base (it uses ports in base … base+82 and base+10000 … base+10005)`);
 
   if (options.build !== false) {
     say("building (npm run build) …");
