@@ -26,7 +26,7 @@ const callerKey = createContextKey<string>("none", { description: "who the inter
 /** Only the headers this suite sets (a network request also carries protocol headers such as content-type). */
 const ours = (h: Headers): Record<string, string> => Object.fromEntries([...h].filter(([k]) => k.startsWith("x-t-")));
 
-type Seen = { requestHeaders: Record<string, string>; responseHeader?: string | null };
+type Seen = { requestHeaders: Record<string, string>; responseHeader?: string | null; responseTrailer?: string | null };
 let seenByInterceptor: Seen[] = [];
 let waiting = 0;
 
@@ -36,13 +36,17 @@ async function* suffixed<T extends { value: string }>(messages: AsyncIterable<T>
   for await (const m of messages) yield { ...m, value: m.value + suffix };
 }
 
-/** Reads and adds request headers, spreads the request, reads and adds response headers, spreads the response. */
+/**
+ * Reads and adds request headers, spreads the request, reads and adds response headers (and, on a unary call, whose
+ * trailers are there once it answered, response trailers), spreads the response.
+ */
 const headerInterceptor: Interceptor = (next) => async (req) => {
   const requestHeaders = ours(req.header);
   req.header.set("x-t-added-by-interceptor", "yes");
   const res = await next({ ...req });
-  seenByInterceptor.push({ requestHeaders, responseHeader: res.header.get("x-t-from-handler") });
+  seenByInterceptor.push({ requestHeaders, responseHeader: res.header.get("x-t-from-handler"), ...(res.stream ? {} : { responseTrailer: res.trailer.get("x-t-trailer-from-handler") }) });
   res.header.set("x-t-interceptor-response", "yes");
+  if (!res.stream) res.trailer.set("x-t-interceptor-trailer", "yes");
   return { ...res };
 };
 
@@ -157,7 +161,7 @@ describe("interceptors see the same call on every transport", () => {
     expect(results).toEqual(
       same({
         handler: { headers: { "x-t-caller": "c1", "x-t-multi": "a", "x-t-added-by-interceptor": "yes" }, caller: "none", timeout: expect.any(Boolean) },
-        interceptor: [{ requestHeaders: { "x-t-caller": "c1", "x-t-multi": "a" }, responseHeader: "header" }],
+        interceptor: [{ requestHeaders: { "x-t-caller": "c1", "x-t-multi": "a" }, responseHeader: "header", responseTrailer: "trailer" }],
       }),
     );
   });
@@ -172,7 +176,7 @@ describe("interceptors see the same call on every transport", () => {
       return got;
     });
     expect(results).toEqual(
-      same({ header: { "x-t-from-handler": "header", "x-t-interceptor-response": "yes" }, trailer: { "x-t-trailer-from-handler": "trailer" } }),
+      same({ header: { "x-t-from-handler": "header", "x-t-interceptor-response": "yes" }, trailer: { "x-t-trailer-from-handler": "trailer", "x-t-interceptor-trailer": "yes" } }),
     );
   });
 
