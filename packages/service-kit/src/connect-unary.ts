@@ -107,7 +107,11 @@ export function serveConnectUnary(
     // A failure here (the client went away, or sent less than it declared) goes to the listener's error handler.
     readBody(request, length)
       .then((body) => answer(request, reply, route, binary, body, timeoutMs))
-      .catch((err: unknown) => void reply.send(err));
+      .catch((err: unknown) => {
+        // a client that left before its body arrived has nobody to answer: no error to log either
+        if (err instanceof ClientGone) reply.raw.destroy();
+        else void reply.send(err);
+      });
   });
 
   async function answer(request: FastifyRequest, reply: FastifyReply, route: Route, binary: boolean, body: Buffer, timeoutMs: number | undefined) {
@@ -161,6 +165,13 @@ export function serveConnectUnary(
   }
 }
 
+/** The client closed the connection before its request body had arrived. */
+class ClientGone extends Error {
+  constructor() {
+    super("the client went away");
+  }
+}
+
 /** The whole request body, which the client declared `length` bytes long; it must be that long. */
 function readBody(request: FastifyRequest, length: number): Promise<Buffer> {
   const raw = request.raw;
@@ -182,11 +193,11 @@ function readBody(request: FastifyRequest, length: number): Promise<Buffer> {
       if (size !== length) reject(Object.assign(new Error(`the request body is ${size} bytes, not the ${length} its content-length declares`), { statusCode: 400 }));
       else resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
     };
-    const onError = (err: Error) => {
+    const onError = (err: Error & { code?: string }) => {
       cleanup();
-      reject(err);
+      reject(err.code === "ECONNRESET" || err.code === "ECONNABORTED" ? new ClientGone() : err); // reset mid-body: the same
     };
-    const onAborted = () => onError(new Error("the client went away"));
+    const onAborted = () => onError(new ClientGone());
     raw.on("data", onData);
     raw.on("end", onEnd);
     raw.on("error", onError);

@@ -41,6 +41,11 @@ function answerFailure(err: unknown, req: UnaryRequest | StreamRequest, logger: 
   // A deadline the client set has passed: its own choice, not an outage (a stream ends with it, whatever stopped it).
   const clientDeadline = deadlinePassed(req.signal);
   if (clientDeadline && req.stream) return req.signal.reason as ConnectError;
+  // The client went away (a cancelled stream, a reset h2 stream): what broke is the call's own I/O
+  // (ERR_STREAM_PREMATURE_CLOSE and the like), which is no bug of ours and nobody is left to answer.
+  if (req.signal.aborted && !clientDeadline && !(err instanceof ConnectError) && !(err instanceof StoreUnavailableError)) {
+    return new ConnectError("the client cancelled the call", Code.Canceled);
+  }
   const answer = toConnectError(err, logger);
   // An in-process call is answered to a caller in this process (the REST gateway), which logs what it answers itself.
   if (OUTAGE_CODES.has(answer.code) && !clientDeadline && !req.url.startsWith("in-process:")) {
