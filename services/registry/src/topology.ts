@@ -1,5 +1,6 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
+import { callerOf, mayAccess } from "@gov/security-service";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { serviceKeys } from "./store/redis-registry-scripts.js";
 import { checkServiceId } from "./validation.js";
@@ -157,7 +158,9 @@ function valid(check: () => void): boolean {
  * process (per `UNKNOWN_CONSUMER_RETRY_MS` while the consumer is not a service of its namespace or the producer does not
  * exist), not awaited.
  * Anonymous calls (no `X-Gov-Consumer`), self-discovery, malformed headers and the discovery of a service that does not
- * exist record nothing. The consumer's namespace is `X-Gov-Consumer-Namespace` when given, else the request's.
+ * exist record nothing. The consumer's namespace is `X-Gov-Consumer-Namespace` when given, else the request's; an edge
+ * is recorded only in a namespace the caller may read (with security on), as the request's own always is: a user of
+ * one namespace must not write topology into another it cannot even see.
  */
 export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyRecorder {
   /** Edge → when this process may write it again. */
@@ -173,6 +176,7 @@ export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyReco
       const next = nextWrite.get(edgeKey);
       if (next !== undefined && now < next) return;
       if (!valid(() => checkServiceId(consumer)) || (consumerNs !== namespace && !valid(() => checkNamespace(consumerNs, deps.namespaceRule)))) return;
+      if (consumerNs !== namespace && !mayAccess(callerOf(ctx), consumerNs, "r")) return;
       if (nextWrite.size >= MAX_REMEMBERED_EDGES) nextWrite.clear();
       nextWrite.set(edgeKey, now + EDGE_WRITE_INTERVAL_MS);
       const producer = consumerNs === namespace ? serviceId : `${namespace}.${serviceId}`;

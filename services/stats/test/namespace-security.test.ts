@@ -3,6 +3,7 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import { createConfigModule } from "@gov/config-service";
+import { createRegistryModule } from "@gov/registry-service";
 import { restGateway } from "@gov/gateway";
 import { createSecurityGuard, createSecurityModule } from "@gov/security-service";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
@@ -45,7 +46,7 @@ for (const target of namespaceTargets().filter((t) => t.name !== "redis-cluster"
   beforeAll(async () => {
     proc = await buildProcess({
       name: "test-namespace-security",
-      modules: [createConfigModule(), createStatsModule({ worker: FAST }), createSecurityModule({ announce: () => {} })],
+      modules: [createConfigModule(), createRegistryModule(), createStatsModule({ worker: FAST }), createSecurityModule({ announce: () => {} })],
       gateway: restGateway,
       guard: createSecurityGuard(),
       sources: { file: {}, env: { GOV_SUPER_PASSWORD: PASSWORD, GOV_SHUTDOWN_GRACE: "1s", GOV_NAMESPACE_SYSTEM: system, ...target.env } },
@@ -82,6 +83,21 @@ for (const target of namespaceTargets().filter((t) => t.name !== "redis-cluster"
     expect((await stat(alice)).namespaces).toBe(1);
     const grpc = createClient(StatsService, createGrpcTransport({ baseUrl: urls.grpcUrl!, interceptors: [bearer(alice)] }));
     expect((await grpc.getStat({ namespace: dev })).namespaces).toBe(1);
+  });
+
+  it("topology: a discovery records its edge in another namespace (X-Gov-Consumer-Namespace) only if the caller may read it", async () => {
+    const other = ns("other");
+    for (const consumer of ["checkout", "cart"]) expect((await rest("PUT", `/v1/namespaces/${seg(other)}/services/${consumer}`, root)).body).toBe(true);
+    expect((await rest("PUT", `/v1/namespaces/${seg(dev)}/services/order/instances`, root, { schema: "http", host: "10.0.0.1", port: 80 })).body).toBe(true);
+    const discover = (token: string, consumer: string) =>
+      fetch(`${urls.url}/v1/namespaces/${seg(dev)}/services/order/instances`, { headers: { authorization: `Bearer ${token}`, "x-gov-consumer": consumer, "x-gov-consumer-namespace": other } });
+    const topology = async () => (await rest("GET", `/v1/namespaces/${seg(other)}/stat/topology`, root)).body;
+    // alice reads {dev} but has no right on the other namespace: her discovery is answered, and writes nothing there;
+    // root's, made after hers, is recorded (edge writes are not awaited: once root's is there, hers would be too)
+    expect((await discover(alice, "checkout")).status).toBe(200);
+    expect((await discover(root, "cart")).status).toBe(200);
+    await expect.poll(topology, { timeout: 5000, interval: 50 }).toHaveProperty("cart");
+    expect(await topology()).toEqual({ cart: [`${dev}.order`] });
   });
 
   it("create and delete are admin-only; the current namespace is readable by any user and set only with write permission", async () => {
