@@ -250,6 +250,7 @@ function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: 
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
+  const refusals = anonymousRefusals();
   return (next) => (req) => {
     const rule = ruleOf(req.method);
     if (!selects(opts.selection, rule.read)) return next(req); // no promise of its own for unrecorded calls
@@ -278,7 +279,13 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       res = await next(request as R);
     } catch (err) {
       const e = ConnectError.from(err);
-      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), e.rawMessage);
+      let msg = e.rawMessage;
+      if (e.code === Code.Unauthenticated && !req.contextValues.get(principalKey)) {
+        const left = refusals.take(call.base.ip, now());
+        if (left === undefined) throw err; // over this address's budget: counted, told with its next recorded refusal
+        if (left > 0) msg = `${msg} (and ${left} earlier refused call(s) from this address, not recorded: over ${ANONYMOUS_REFUSALS.perAddress} a second)`;
+      }
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), msg);
       if (wait) await wait;
       throw err;
     }
@@ -286,6 +293,46 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
     if (wait) await wait;
     return res;
   }
+}
+
+/**
+ * How many calls refused for want of a valid token (401, no caller) are recorded a second: per client address, and
+ * from all addresses together. They are recorded (contract §7), but a client with no account must not be able to push
+ * every other entry out of the log's retention (gov.security.audit-log.max-entries) by sending them fast: unbounded,
+ * 64 connections did it to 100,000 entries in 9 s. At these rates that takes over half an hour, and the entries it
+ * leaves say how many refusals were not recorded.
+ */
+const ANONYMOUS_REFUSALS = { perAddress: 5, overall: 50 };
+
+/** The budget of {@link ANONYMOUS_REFUSALS}, per second of the clock: `take` answers undefined when over it. */
+function anonymousRefusals() {
+  let second = -1;
+  let overall = 0;
+  const used = new Map<string, number>();
+  /** Refusals left out per address, until one of its refusals is recorded again (bounded: cleared when large). */
+  const skipped = new Map<string, number>();
+  return {
+    /** undefined: do not record this refusal; else how many of the address's refusals were left out before it. */
+    take(ip: string, now: number): number | undefined {
+      const s = Math.floor(now / 1000);
+      if (s !== second) {
+        second = s;
+        overall = 0;
+        used.clear();
+      }
+      const n = used.get(ip) ?? 0;
+      if (n >= ANONYMOUS_REFUSALS.perAddress || overall >= ANONYMOUS_REFUSALS.overall) {
+        if (skipped.size >= 10_000 && !skipped.has(ip)) skipped.clear();
+        skipped.set(ip, (skipped.get(ip) ?? 0) + 1);
+        return undefined;
+      }
+      used.set(ip, n + 1);
+      overall++;
+      const left = skipped.get(ip) ?? 0;
+      skipped.delete(ip);
+      return left;
+    },
+  };
 }
 
 /** The entry with its outcome: after the answer when it was opened, else (a promise to wait for) before it. */

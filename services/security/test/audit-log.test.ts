@@ -57,6 +57,27 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         expect(logins.list[0]).toMatchObject({ operator: "hank", action: "POST", status: 200 });
       });
 
+      it("refusals without a valid token: at most 5 a second per address recorded, the next one says how many were not", async () => {
+        const n = ns("flood");
+        const from = { "x-forwarded-for": "198.51.100.9" };
+        const refused = () => p.rest("PUT", `/v1/namespaces/${n}/configs/x.yaml`, { body: "x", headers: from });
+        const started = Date.now();
+        for (let i = 0; i < 40; i++) expect((await refused()).status).toBe(401); // every one refused, recorded or not
+        const seconds = Math.floor(Date.now() / 1000) - Math.floor(started / 1000) + 1;
+        await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 20)); // into the next second
+        expect((await refused()).status).toBe(401);
+        const { list, total } = await query(p, root, `?query=${seg(n)}&successful=false&limit=100`);
+        expect(total).toBeGreaterThanOrEqual(2);
+        expect(total).toBeLessThanOrEqual(5 * seconds + 1);
+        // each recorded refusal counts those left out since the one before it: together, nothing unaccounted for
+        const left = (msg: string) => Number(/and (\d+) earlier refused call\(s\) from this address, not recorded/.exec(msg)?.[1] ?? 0);
+        expect(list[0].msg).toMatch(/not recorded: over 5 a second/);
+        expect(total + list.reduce((sum, e) => sum + left(e.msg), 0)).toBe(41);
+        // an admin's own writes are recorded as ever
+        expect((await p.rest("PUT", `/v1/namespaces/${n}/configs/y.yaml`, { token: root, body: "y", headers: from })).body).toBe(true);
+        await expect.poll(async () => (await query(p, root, `?query=${seg(n)}&successful=true`)).total, { timeout: 5000 }).toBe(1);
+      });
+
       it("records the status the REST API answers, whatever the protocol: failed_precondition is 412", async () => {
         const dev = ns("busy");
         expect((await p.rest("PUT", `/v1/namespaces/${dev}/services/order/instances`, { token: root, body: { schema: "http", host: "10.0.0.1", port: 80 } })).status).toBe(200);
