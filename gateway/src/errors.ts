@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
-import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type Logger } from "@gov/service-kit";
+import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type BodyLimit, type Logger } from "@gov/service-kit";
 import { gatewaySettings } from "./settings.js";
 
 /** Connect's wire names: invalid_argument, not_found, ... */
@@ -38,12 +38,6 @@ export { excerpt };
 
 /** The setting an over-limit body names by default (the gateway's own body limit). */
 export const JSON_BODY_SETTING = gatewaySettings.maxJsonBody.name;
-
-/** A body limit and the setting that sets it, which a 413 names so that the operator raises the right one. */
-export interface BodyLimit {
-  bytes: number;
-  setting: string;
-}
 
 /** Route options giving a REST route its own body limit (Fastify's `bodyLimit`) and the setting behind it. */
 export function bodyLimitOptions(limit: BodyLimit): { bodyLimit: number; config: { bodyLimitSetting: string } } {

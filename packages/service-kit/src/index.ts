@@ -15,7 +15,7 @@ export { corsSettings, parseCorsOrigins, registerCors } from "./cors.js";
 export { inProcessTransport, type LocalService } from "./transport/in-process.js";
 export { remoteTransport, type RemoteTransportOptions } from "./transport/remote.js";
 export { endpointSettings, sharedRedisOf, storeBackedInstance, type SharedRedis, type ServiceModule, type ModuleContext, type ModuleInstance, type SharedResource, type GuardContext, type Guard, type ProcessGuard, type ModuleLimits, type HealthReport, type EndpointSettings } from "./service-module.js";
-export { buildProcess, runProcess, processSettings, type ProcessOptions, type BuiltProcess, type ProcessUrls, type ModuleState, type GatewayBuild, type GatewayBuilder, type RawBodyLimit } from "./process-runner.js";
+export { buildProcess, runProcess, processSettings, type ProcessOptions, type BuiltProcess, type ProcessUrls, type ModuleState, type GatewayBuild, type GatewayBuilder, type BodyLimit } from "./process-runner.js";
 export { buildManagementApp, createReadiness, type Readiness, type ReadinessReport } from "./management.js";
 export { createMetrics, type Metrics } from "./metrics.js";
 export { fixRequestErrors, REQUEST_TIMEOUT, requestTimeoutSetting, type MessageLimit, type RequestGuards } from "./request-errors.js";

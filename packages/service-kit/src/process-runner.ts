@@ -59,7 +59,7 @@ export interface GatewayBuild {
    * the setting behind its request limit, that limit: what a raw-content REST body of the service (a config's text)
    * may be, which the gateway's own JSON body limit does not decide.
    */
-  services: { service: DescService; transport: Transport; rawBodyLimit?: RawBodyLimit }[];
+  services: { service: DescService; transport: Transport; rawBodyLimit?: BodyLimit }[];
   logger: Logger;
   sources: SettingsSources;
   /** The largest request and upload the modules accept; how long a request may take to arrive (gov.limits.request-timeout). */
@@ -68,14 +68,14 @@ export interface GatewayBuild {
   connect?: { routes: (router: ConnectRouter) => void; interceptors: Interceptor[]; readMaxBytes?: number };
 }
 
-/** A module's request limit and the setting that sets it, named in over-limit answers (e.g. gov.limits.config-content). */
-export interface RawBodyLimit {
+/** A body limit and the setting that sets it, which an over-limit answer names (e.g. gov.limits.config-content). */
+export interface BodyLimit {
   bytes: number;
   setting: string;
 }
 
 /** The module's request limit, when it names its setting: a limit without one could not be named in a 413. */
-function rawBodyLimitOf(limits: ModuleLimits): RawBodyLimit | undefined {
+function rawBodyLimitOf(limits: ModuleLimits): BodyLimit | undefined {
   const setting = limits.settings?.maxRequestBytes;
   return limits.maxRequestBytes !== undefined && setting ? { bytes: limits.maxRequestBytes, setting } : undefined;
 }
