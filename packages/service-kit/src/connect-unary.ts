@@ -157,12 +157,26 @@ export function serveConnectUnary(
     if (reply.raw.destroyed) return;
     header?.forEach((value, name) => void reply.header(name, value));
     reply.header("content-type", binary ? "application/proto" : "application/json");
-    if (out.byteLength >= COMPRESS_MIN_BYTES && /\bgzip\b/.test(String(request.headers["accept-encoding"] ?? ""))) {
+    if (out.byteLength >= COMPRESS_MIN_BYTES && acceptsGzip(request.headers["accept-encoding"])) {
       out = await gzipAsync(out);
       reply.header("content-encoding", "gzip");
     }
     reply.code(status).send(Buffer.from(out.buffer, out.byteOffset, out.byteLength));
   }
+}
+
+/**
+ * Whether `Accept-Encoding` names gzip with a non-zero weight. `gzip;q=0` says the client cannot take it (RFC 9110
+ * §12.5.3); like Connect-ES, a wildcard alone does not count.
+ */
+export function acceptsGzip(header: string | string[] | undefined): boolean {
+  for (const entry of String(header ?? "").split(",")) {
+    const [coding, ...params] = entry.split(";").map((part) => part.trim());
+    if (coding.toLowerCase() !== "gzip") continue;
+    const q = params.find((param) => /^q\s*=/i.test(param));
+    return q === undefined || Number(q.slice(q.indexOf("=") + 1).trim()) > 0;
+  }
+  return false;
 }
 
 /** The client closed the connection before its request body had arrived. */

@@ -99,6 +99,7 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
     ["JSON of the wrong type", Buffer.from("123"), "application/json"],
     ["a handler's error with its headers", Buffer.from('"fail"'), "application/json"],
     ["a large answer to a client that accepts gzip", Buffer.from('"big"'), "application/json", { "accept-encoding": "gzip" }],
+    ["a large answer to a client that refuses gzip (gzip;q=0)", Buffer.from('"big"'), "application/json", { "accept-encoding": "gzip;q=0, br;q=1" }],
     ["failed_precondition (412 on both paths, the contract's table; Connect's own says 400)", Buffer.from('"precondition"'), "application/json"],
   ];
   for (const [name, body, type, extra] of cases) {
@@ -109,6 +110,7 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
       const connect = await say(body, type, true, extra);
       expect(lean).toEqual(connect);
       if (name.startsWith("failed_precondition")) expect([lean.status, JSON.parse(lean.body).code]).toEqual([412, "failed_precondition"]);
+      if (name.includes("gzip;q=0")) expect(lean.headers["content-encoding"]).toBeUndefined();
       // the two forms really took two paths (a call that got past decoding shows its URL to the interceptors)
       if (leanUrls.length > 0) expect(leanUrls[0]).not.toBe(urls[0]);
     });
