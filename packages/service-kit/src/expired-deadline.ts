@@ -4,6 +4,7 @@ import type { UniversalHandler, UniversalHandlerFn } from "@connectrpc/connect/p
 import { parseTimeout as parseConnectTimeout } from "@connectrpc/connect/protocol-connect";
 import { parseTimeout as parseGrpcTimeout } from "@connectrpc/connect/protocol-grpc";
 import { CONNECT_JSON_OPTIONS } from "./connect-unary.js";
+import { LONGEST_TIMER_MS } from "./longest-timer.js";
 
 const GRPC = /^application\/grpc/i;
 
@@ -45,7 +46,16 @@ function withDeadlineCheck(handler: UniversalHandler, readMaxBytes: number): Uni
     const value = request.header.get(grpc ? "grpc-timeout" : "connect-timeout-ms");
     if (value === null || !handler.allowedMethods.includes(request.method) || (type !== "" && !handler.supportedContentType(type))) return handler(request);
     const timeout = grpc ? parseGrpcTimeout(value, Number.MAX_SAFE_INTEGER) : parseConnectTimeout(value, Number.MAX_SAFE_INTEGER);
-    return timeout.error === undefined && timeout.timeoutMs! < 1 ? refusal(request) : handler(request);
+    if (timeout.error !== undefined) return handler(request);
+    if (timeout.timeoutMs! < 1) return refusal(request);
+    if (timeout.timeoutMs! > LONGEST_TIMER_MS) {
+      // Connect-ES would arm a timer Node cannot hold, which fires after 1 ms: the call would fail at once with
+      // deadline_exceeded. The deadline becomes the longest one a timer takes (~24.8 days) instead.
+      const header = new Headers(request.header);
+      header.set(grpc ? "grpc-timeout" : "connect-timeout-ms", grpc ? `${Math.floor(LONGEST_TIMER_MS / 1000)}S` : String(LONGEST_TIMER_MS));
+      return handler({ ...request, header });
+    }
+    return handler(request);
   };
   const { protocolNames, service, method, requestPath, allowedMethods, supportedContentType } = handler;
   return Object.assign(handle, { protocolNames, service, method, requestPath, allowedMethods, supportedContentType });

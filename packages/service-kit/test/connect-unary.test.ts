@@ -148,6 +148,13 @@ describe("plain Connect unary calls answer as Connect-ES answers them", () => {
     expect(JSON.parse(lean.body).message).toContain("may or may not have been applied");
   });
 
+  it("a deadline beyond Node's timer range (connect-timeout-ms: 9999999999, ~115 days) does not fire at once", async () => {
+    for (const chunked of [false, true]) {
+      const answer = await say(Buffer.from('"slow"'), "application/json", chunked, { "connect-timeout-ms": "9999999999" });
+      expect([answer.status, answer.body], chunked ? "Connect-ES" : "lean path").toEqual([200, '"SLOW"']);
+    }
+  });
+
   it("a deadline already passed (connect-timeout-ms: 0) is refused without running the handler", async () => {
     const before = handled;
     const lean = await say(Buffer.from('"hello"'), "application/json", false, { "connect-timeout-ms": "0" });

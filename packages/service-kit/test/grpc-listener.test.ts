@@ -264,6 +264,25 @@ describe("every protocol of a service's listeners", () => {
     }
   });
 
+  it("keeps a watch open whose deadline is beyond Node's timer range (grpc-timeout 99999999H, connect-timeout-ms 9999999999)", async () => {
+    // Legal on the wire (gRPC: 8 digits of hours; Connect: 10 digits of ms), but over 2^31-1 ms a Node timer fires after 1 ms.
+    const far: Record<string, Record<string, string>> = { connect: { "connect-timeout-ms": "9999999999" }, "grpc-web": { "grpc-timeout": "99999999H" }, grpc: { "grpc-timeout": "99999999H" } };
+    for (const { name, transport } of transports()) {
+      const abort = new AbortController();
+      const ops: string[] = [];
+      const err = await (async () => {
+        for await (const change of createClient(ConfigService, transport).watchConfig({ namespace: ns, configId: "far-deadline.yaml" }, { headers: far[name], signal: abort.signal })) {
+          ops.push(change.op);
+          setTimeout(() => abort.abort(), 200);
+        }
+      })().then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect([ops, err?.code], name).toEqual([["current"], Code.Canceled]);
+    }
+  });
+
   it("refuses a call whose deadline is zero or under a millisecond (grpc-timeout 0n, 0m, 0S, 999u, 1n; connect-timeout-ms 0) without running it", async () => {
     const zeros: Record<string, string[]> = {
       connect: ["connect-timeout-ms: 0"],

@@ -16,6 +16,7 @@ import {
 import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason, untilFirst } from "@connectrpc/connect/protocol";
 import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
 import { CallerHeaders, isEmptyHeadersInit } from "./caller-headers.js";
+import { LONGEST_TIMER_MS } from "../longest-timer.js";
 
 export interface LocalService {
   service: DescService;
@@ -205,7 +206,7 @@ function raceAbort<T>(call: Promise<T>, signal: AbortSignal, method: DescMethod)
 /** The call's signal: the caller's, or, with a deadline, one that also aborts with `deadline_exceeded` in time. */
 function callSignal(signal: AbortSignal | undefined, timeoutMs: number | undefined): { signal: AbortSignal; cleanup?: () => void } {
   if (timeoutMs === undefined) return { signal: signal ?? NEVER };
-  const deadline = createDeadlineSignal(timeoutMs);
+  const deadline = createDeadlineSignal(Math.min(timeoutMs, LONGEST_TIMER_MS)); // a longer one would fire at once
   const linked = createLinkedAbortController(signal, deadline.signal);
   return { signal: linked.signal, cleanup: deadline.cleanup };
 }
