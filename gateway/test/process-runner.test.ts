@@ -174,6 +174,26 @@ describe("management listener", () => {
     expect(text).toMatch(/gov_rpc_duration_seconds_count\{service="gov\.config\.v1\.ConfigService",method="ListConfigs",protocol="connect",code="ok"\} 1/);
     expect(text).toMatch(/gov_rpc_duration_seconds_bucket\{le="\+Inf",service="gov\.config\.v1\.ConfigService",method="ListConfigs",protocol="connect",code="ok"\} 1/);
   });
+
+  it("/metrics counts a watch the client cancelled as canceled, not ok", async () => {
+    const client = createClient(ConfigService, createConnectTransport({ baseUrl: urls.url, httpVersion: "1.1" }));
+    const abort = new AbortController();
+    const ops: string[] = [];
+    await (async () => {
+      for await (const change of client.watchConfig({ namespace: ns("metrics-cancel"), configId: "a.yaml" }, { signal: abort.signal })) {
+        ops.push(change.op);
+        abort.abort();
+      }
+    })().catch(() => undefined);
+    expect(ops).toEqual(["current"]);
+    const series = /gov_rpc_requests_total\{service="gov\.config\.v1\.ConfigService",method="WatchConfig",protocol="connect",code="(\w+)"\} 1/;
+    let code: string | undefined;
+    for (let i = 0; i < 50 && code === undefined; i++) {
+      code = series.exec(await (await fetch(`${urls.managementUrl}/metrics`)).text())?.[1];
+      if (code === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(code).toBe("canceled");
+  });
 });
 
 describe.skipIf(inject("redisSkipReason"))("readiness follows the store", () => {

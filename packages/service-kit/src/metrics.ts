@@ -144,11 +144,13 @@ export function createMetrics(): Metrics {
   registry.registerMetric(duration as unknown as Parameters<Registry["registerMetric"]>[0]);
   const codeOf = (err: unknown) => CODE_NAMES[ConnectError.from(err).code] ?? "unknown";
 
-  async function* observed<T>(stream: AsyncIterable<T>, done: (code: string) => void): AsyncIterable<T> {
+  async function* observed<T>(stream: AsyncIterable<T>, signal: AbortSignal, done: (code: string) => void): AsyncIterable<T> {
     let code = "canceled"; // unless it ends or fails: the client went away and the server stopped reading
     try {
       yield* stream;
-      code = "ok";
+      // A watch ends its stream quietly when the call's signal aborts (the client cancelled, the deadline passed, the
+      // server is stopping): that is the call's outcome, not "ok".
+      code = signal.aborted ? codeOf(signal.reason) : "ok";
     } catch (err) {
       code = codeOf(err);
       throw err;
@@ -163,7 +165,7 @@ export function createMetrics(): Metrics {
     try {
       const res = await next(req);
       if (!res.stream) record(req.method, protocol, "ok", started);
-      else return { ...res, message: observed(res.message, (code) => record(req.method, protocol, code, started)) };
+      else return { ...res, message: observed(res.message, req.signal, (code) => record(req.method, protocol, code, started)) };
       return res;
     } catch (err) {
       record(req.method, protocol, codeOf(err), started);
