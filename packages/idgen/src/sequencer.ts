@@ -49,10 +49,13 @@ export class TickSequencer {
     let now = this.opts.clock.now();
     const last = this.lastTimestamp;
     if (now < last) now = this.waitBackwardsSync(now);
-    if (now > last && this.sequence >= this.resetThreshold) this.sequence = 0;
-    const seq = (this.sequence + 1) & this.maxSequence;
-    this.sequence = seq;
+    const base = now > last && this.sequence >= this.resetThreshold ? 0 : this.sequence;
+    const seq = (base + 1) & this.maxSequence;
+    // the sequence wrapped inside this tick: move to the next one first. The state is committed only afterwards: a
+    // spin that gives up (ClockStalledError) must leave the sequence where it was, or the next call in this same tick
+    // would start again from 1 and repeat ids already issued in it.
     if (seq === 0 && now <= last) now = this.spinPast(last);
+    this.sequence = seq;
     this.lastTimestamp = now;
     return seq;
   }
@@ -63,11 +66,21 @@ export class TickSequencer {
       try {
         return this.next();
       } catch (err) {
-        if (!(err instanceof ClockBackwardsException)) throw err;
-        publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: err.backwardsMs, lastTimestamp: this.lastTimestamp, action: "sleep" }));
-        await new Promise((r) => setTimeout(r, err.backwardsMs));
+        await this.waitOut(err);
       }
     }
+  }
+
+  /**
+   * For async callers that got `err` from {@link next}: rethrows anything but a `ClockBackwardsException`, else waits
+   * (a timer, not a spin) until the clock may have caught up. The caller then retries `next()` and must read
+   * `lastTimestamp` in the same synchronous step as that `next()`: any await in between lets other callers move the
+   * sequencer to another tick.
+   */
+  async waitOut(err: unknown): Promise<void> {
+    if (!(err instanceof ClockBackwardsException)) throw err;
+    publish(channels.clockBackwards, () => ({ name: this.opts.name, backwardsMs: err.backwardsMs, lastTimestamp: this.lastTimestamp, action: "sleep" }));
+    await new Promise((r) => setTimeout(r, err.backwardsMs));
   }
 
   private waitBackwardsSync(now: number): number {

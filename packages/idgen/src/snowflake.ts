@@ -74,11 +74,15 @@ abstract class SnowflakeBase<T extends bigint | number> implements IdGenerator {
 
   /** As `nextId`, but waits out a backwards clock (up to the broken threshold) instead of throwing. */
   async nextIdAsync(): Promise<T> {
-    const seq = await this.sequencer.nextAsync();
-    const ts = this.sequencer.lastTimestamp;
-    if (ts !== this.tick) this.onTick(ts);
-    this.issued++;
-    return this.compose(seq);
+    // The sequence and its tick are read in one synchronous step (nextId): awaiting between them would let other
+    // callers move the sequencer to a later tick, and the id would carry this sequence with that tick — a repeat.
+    for (;;) {
+      try {
+        return this.nextId();
+      } catch (err) {
+        await this.sequencer.waitOut(err);
+      }
+    }
   }
 
   nextIdAsString(): string {
