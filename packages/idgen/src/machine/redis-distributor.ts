@@ -1,4 +1,4 @@
-import { runScript, type RedisClient } from "../redis-script.js";
+import { runDurableScript, type RedisClient } from "../redis-script.js";
 import type { DistributeRequest, LeaseRequest, MachineIdDistributor, MachineState } from "./distributor.js";
 import { distributeScript, guardScript, revertScript } from "./redis-scripts.js";
 
@@ -11,6 +11,9 @@ export function machineKeys(namespace: string): { itcIdx: string; adder: string;
 /**
  * Machine-id leases in Redis (standalone or Cluster): distribute (self → released → new → recycle stale),
  * guard (renew if still ours), revert (release for reuse, keeping the last timestamp).
+ * Every script writes, and goes out as a durable write: with a replica policy on the client (`gov.redis.min-replicas`,
+ * `requireReplicas`) it is answered only after `WAIT`, so a master's crash right after a distribution does not hand the
+ * same machine id to a second process after the failover.
  */
 export function redisMachineIdDistributor(client: RedisClient): MachineIdDistributor {
   return {
@@ -18,16 +21,16 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
     async distribute(req: DistributeRequest): Promise<MachineState> {
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
-      const r = (await runScript(client, distributeScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, maxId, req.safeGuardMs, req.now])) as [number, number];
+      const r = (await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, maxId, req.safeGuardMs, req.now])) as [number, number];
       return { machineId: Number(r[0]), lastTimestamp: Number(r[1]) };
     },
     async guard(req: LeaseRequest): Promise<boolean> {
       const k = machineKeys(req.namespace);
-      return Number(await runScript(client, guardScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, req.machineId, req.now])) > 0;
+      return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert], [req.instanceId, req.machineId, req.now])) > 0;
     },
     async revert(req: LeaseRequest): Promise<void> {
       const k = machineKeys(req.namespace);
-      await runScript(client, revertScript, [k.itcIdx, k.revert], [req.instanceId, req.machineId, req.now]);
+      await runDurableScript(client, revertScript, [k.itcIdx, k.revert], [req.instanceId, req.machineId, req.now]);
     },
   };
 }

@@ -1,4 +1,4 @@
-import { runScript, defineScript, type RedisClient } from "../redis-script.js";
+import { runDurableScript, defineScript, type RedisClient } from "../redis-script.js";
 
 /**
  * Reserves id ranges for a segment chain. `nextMaxId(count)` atomically adds `count` to a shared counter and
@@ -44,7 +44,8 @@ return redis.call('INCRBY', KEYS[1], ARGV[2])`,
 
 /**
  * `INCRBY` on Redis (standalone or Cluster). The store must be persistent (AOF): a counter that restarts
- * from the offset would re-issue ids; a result below the previous one is reported as an error.
+ * from the offset would re-issue ids; a result below the previous one is reported as an error. A durable write: with a
+ * replica policy on the client (`gov.redis.min-replicas`) a range is handed out only once `WAIT` saw it on the replicas.
  */
 export function redisSegmentDistributor(client: RedisClient, opts: SegmentDistributorOptions): SegmentDistributor {
   const key = segmentKey(opts.namespace, opts.name);
@@ -55,7 +56,7 @@ export function redisSegmentDistributor(client: RedisClient, opts: SegmentDistri
     namespace: opts.namespace,
     name: opts.name,
     async nextMaxId(count) {
-      const maxId = Number(await runScript(client, nextMaxIdScript, [key], [offset, count]));
+      const maxId = Number(await runDurableScript(client, nextMaxIdScript, [key], [offset, count]));
       if (!Number.isSafeInteger(maxId)) throw new Error(`segment counter ${key} is beyond 2^53 (${maxId})`);
       if (maxId < lastMaxId + count) throw new Error(`segment counter ${key} went backwards: got ${maxId}, expected at least ${lastMaxId + count} (was the store flushed or restarted without persistence?)`);
       lastMaxId = maxId;
