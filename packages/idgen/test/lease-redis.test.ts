@@ -24,16 +24,53 @@ for (const target of redisTargets()) {
     const lease = (namespace: string, instanceId: string, extra: Partial<Parameters<typeof MachineLease.acquire>[0]> = {}) =>
       MachineLease.acquire({ namespace, instanceId, machineBit: 2, distributor: redisMachineIdDistributor(client), autoRenew: false, logger: captureLogs().logger, ...extra });
 
-    it("hands out distinct ids, gives a restarted instance its own id back, and overflows when all are held", async () => {
+    it("hands out distinct ids and overflows when all are held", async () => {
       const ns = uniqueNamespace("lease");
       const leases = await Promise.all(["a", "b", "c", "d"].map((i) => lease(ns, i)));
       expect(new Set(leases.map((l) => l.machineId))).toEqual(new Set([0, 1, 2, 3]));
-      const again = await lease(ns, "b");
-      expect(again.machineId).toBe(leases[1].machineId);
       await expect(lease(ns, "e")).rejects.toBeInstanceOf(MachineIdOverflowException);
       // every key carries the {namespace} hash tag (so the whole set lives in one cluster slot)
       expect(Object.values(machineKeys(ns)).every((k) => k.includes(`{${ns}}`))).toBe(true);
       expect(await client.hlen(machineKeys(ns).itcIdx)).toBe(4);
+    });
+
+    it("never gives a second live process with the same instance id the first one's machine id (two containers, both 172.17.0.2:1)", async () => {
+      const ns = uniqueNamespace("same-instance");
+      const logs = captureLogs();
+      const first = await lease(ns, "172.17.0.2:1");
+      const second = await lease(ns, "172.17.0.2:1", { logger: logs.logger });
+      expect(second.machineId).not.toBe(first.machineId);
+      expect(logs.lines.filter((l) => l.msg.startsWith("Instance id [172.17.0.2:1] is held by a live lease of another process: this one leases machine id"))).toHaveLength(1);
+      // both renew their own lease, and their generators' ids never meet
+      await Promise.all([first.renew(), second.renew()]);
+      expect([first.state().status, second.state().status]).toEqual(["UP", "UP"]);
+      const ids = new Set<bigint>();
+      for (const l of [first, second]) {
+        const g = new SnowflakeId({ machine: l, layout: { machineBit: 2 }, logger: logs.logger });
+        for (let i = 0; i < 5_000; i++) ids.add(g.nextId());
+      }
+      expect(ids.size).toBe(10_000);
+      // each releases its own id, not the other's
+      await second.revert();
+      await first.renew();
+      expect(first.state().status).toBe("UP");
+      await first.revert();
+      expect(new Set(Object.keys(await client.hgetall(machineKeys(ns).revert)).map(Number))).toEqual(new Set([first.machineId, second.machineId]));
+      expect(await client.hlen(machineKeys(ns).itcIdx)).toBe(0);
+      expect(await client.hlen(machineKeys(ns).owner)).toBe(0);
+    });
+
+    it("a restarted instance (its old lease never released) gets a new id while the old lease may be live, and its own back once it is stale", async () => {
+      const ns = uniqueNamespace("restart");
+      const crashed = await lease(ns, "a", { safeGuardMs: 300 }); // killed: never renewed nor released
+      const soon = await lease(ns, "a", { safeGuardMs: 300 });
+      expect(soon.machineId).not.toBe(crashed.machineId);
+      await soon.revert();
+      await new Promise((r) => setTimeout(r, 350)); // the crashed one's lease is older than T now: its owner has stopped
+      const later = await lease(ns, "a", { safeGuardMs: 300 });
+      expect(later.machineId).toBe(crashed.machineId);
+      await crashed.renew();
+      expect(crashed.state().status).toBe("LOST"); // had it still run, its renewal finds the entry another owner's
     });
 
     it("reuses a reverted id and hands its last timestamp to the next owner", async () => {
@@ -69,11 +106,11 @@ for (const target of redisTargets()) {
     it("a recycled id's next owner must start after the stalest owner's stop deadline, not after its last renewal", async () => {
       const ns = uniqueNamespace("recycle-stamp");
       const d = redisMachineIdDistributor(client);
-      const req = (instanceId: string, now: number) => ({ namespace: ns, instanceId, machineBit: 1, safeGuardMs: 200, now });
+      const req = (instanceId: string, now: number) => ({ namespace: ns, instanceId, machineBit: 1, safeGuardMs: 200, now, owner: instanceId });
       const t0 = Date.now();
       const a = await d.distribute(req("a", t0));
       await d.distribute(req("b", t0 + 5));
-      await d.guard({ namespace: ns, instanceId: "b", machineId: 1 - a.machineId, now: t0 + 5 });
+      await d.guard({ namespace: ns, instanceId: "b", leaseKey: "b", owner: "b", machineId: 1 - a.machineId, now: t0 + 5 });
       await new Promise((r) => setTimeout(r, 250)); // a (and b) not renewed for longer than T = 200 ms
       const c = await d.distribute(req("c", Date.now()));
       expect(c.machineId).toBe(a.machineId); // the stalest lease is recycled

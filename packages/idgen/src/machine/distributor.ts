@@ -2,6 +2,11 @@
 export interface MachineState {
   machineId: number;
   lastTimestamp: number;
+  /**
+   * What the lease is held under, for its renewals and release: the instance id, unless another live lease already
+   * held that instance id (then a key of this lease's own). Default: the instance id.
+   */
+  leaseKey?: string;
 }
 
 export interface DistributeRequest {
@@ -12,11 +17,20 @@ export interface DistributeRequest {
   safeGuardMs: number;
   /** The caller's clock, stored as the owner's last timestamp. */
   now: number;
+  /**
+   * The lease's owner token (random, one per lease object): the instance id's entry is this lease's own only if it
+   * carries this token, so a second live process with the same instance id is not handed the same machine id.
+   */
+  owner: string;
 }
 
 export interface LeaseRequest {
   namespace: string;
   instanceId: string;
+  /** What the distribution answered the lease is held under (`MachineState.leaseKey`, else the instance id). */
+  leaseKey: string;
+  /** The lease's owner token, as distributed. */
+  owner: string;
   machineId: number;
   /** The owner's clock; kept as the id's last timestamp for the next owner's clock check. */
   now: number;

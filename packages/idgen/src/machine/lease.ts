@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { channels, publish } from "../channels.js";
 import { monotonicNow, systemClock, type Clock, type MonotonicNow } from "../clock.js";
 import { ClockTooManyBackwardsException, LeaseRequestTimeoutError, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
@@ -90,6 +91,13 @@ export class MachineLease implements MachineIdSource {
   private renewing: Promise<void> | undefined;
   /** The latest tick a generator issued ids in under this lease; a release hands the next owner a time past it. */
   private highestTick = 0;
+  /**
+   * This lease's owner token: the store hands the instance id's machine id back only to its owner, so that a second
+   * live process with the same instance id (containers on two hosts, both `172.17.0.2:1`) gets an id of its own.
+   */
+  private readonly owner = randomBytes(9).toString("base64url");
+  /** What the store holds the lease under: the instance id, or a key of its own when another live lease had that. */
+  private leaseKey: string;
 
   private constructor(opts: MachineLeaseOptions) {
     const delayMs = opts.delayMs ?? 60_000;
@@ -112,6 +120,7 @@ export class MachineLease implements MachineIdSource {
       autoRenew: opts.autoRenew ?? true,
     };
     this.stopAfter = stopAfterMs(this.o.safeGuardMs);
+    this.leaseKey = opts.instanceId;
   }
 
   /** Distributes a machine id (waiting out a previous owner's later clock) and starts the guarder. */
@@ -188,7 +197,7 @@ export class MachineLease implements MachineIdSource {
     if (wasLost) return; // not ours any more: releasing it could free an id another instance now holds
     const { namespace, instanceId } = this.o;
     try {
-      await this.o.distributor.revert({ namespace, instanceId, machineId: this.machineId, now: this.lastUsedAt() });
+      await this.o.distributor.revert({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: this.lastUsedAt() });
       this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
       this.emit("reverted");
     } catch (err) {
@@ -200,7 +209,8 @@ export class MachineLease implements MachineIdSource {
   private async distribute(): Promise<void> {
     const { namespace, instanceId, machineBit, safeGuardMs, distributor, clock, logger } = this.o;
     const sentMono = this.o.monotonic();
-    const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick) }));
+    const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick), owner: this.owner }));
+    const leaseKey = st.leaseKey ?? instanceId;
     if (st.machineId < 0 || st.machineId > 2 ** machineBit - 1) {
       throw new MachineIdOverflowException(`InstanceId:[${instanceId}] - distribution failed - totalMachineIds:[${2 ** machineBit}] in namespace [${namespace}]`);
     }
@@ -210,13 +220,20 @@ export class MachineLease implements MachineIdSource {
       logger.warn({ namespace, instanceId, machineId: st.machineId, backwardsMs: backwards, lastTimestamp: st.lastTimestamp }, "Detected clock backwards");
       publish(channels.clockBackwards, () => ({ name: `${namespace}:machine`, backwardsMs: backwards, lastTimestamp: st.lastTimestamp, action: backwards > this.o.brokenThresholdMs ? "broken" : "sleep" }));
       if (backwards > this.o.brokenThresholdMs) {
-        await distributor.revert({ namespace, instanceId, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
+        await distributor.revert({ namespace, instanceId, leaseKey, owner: this.owner, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
         throw new ClockTooManyBackwardsException(backwards, this.o.brokenThresholdMs, st.lastTimestamp);
       }
     }
     await this.waitPast(st.lastTimestamp);
     if (st.machineId !== this.machineId) this.version++;
     this.machineId = st.machineId;
+    if (leaseKey !== instanceId && leaseKey !== this.leaseKey) {
+      logger.warn(
+        { namespace, instanceId, leaseKey, machineId: st.machineId },
+        `Instance id [${instanceId}] is held by a live lease of another process: this one leases machine id ${st.machineId} under [${leaseKey}]; give every process an instance id of its own (idgen.machine.instance-id), or ignore this after a restart within the safe-guard duration`,
+      );
+    }
+    this.leaseKey = leaseKey;
     this.status = "UP";
     this.distributedAt = this.lastRenewalAt = clock.now();
     this.lastRenewalMono = sentMono;
@@ -259,7 +276,7 @@ export class MachineLease implements MachineIdSource {
     const sentMono = this.o.monotonic();
     const attemptAt = clock.now();
     try {
-      const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick) }));
+      const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick) }));
       if (this.status !== "UP" && this.status !== "DOWN") return; // reverted meanwhile
       if (!ours) {
         this.renewals.lost++;

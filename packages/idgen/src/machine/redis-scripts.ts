@@ -2,9 +2,15 @@ import { defineScript } from "../redis-script.js";
 
 /*
  * Machine-id lease scripts. Keys (all declared in KEYS, all tagged `{<namespace>}` so one slot holds them):
- *   itc_idx  HASH  instanceId -> "machineId|leaseAt|lastStamp"
+ *   itc_idx  HASH  lease key -> "machineId|leaseAt|lastStamp"
  *   adder    STRING the highest machine id ever handed out
  *   revert   HASH  machineId -> lastStamp (released ids, with the time the next owner must not go below)
+ *   owner    HASH  lease key -> owner token (random per lease object, i.e. per process start)
+ *
+ * A lease key is the instance id, or `<instanceId>#<owner>` when another live lease already holds that instance id.
+ * The owner token is what tells a process's own lease from a second process that happens to have the same instance
+ * id (two containers on different hosts, both `172.17.0.2:1`): without it the second one was handed the first one's
+ * machine id, and both renewed the same entry, issuing the same ids for as long as they ran.
  *
  * Two clocks on purpose:
  * - `leaseAt` (renewal time, compared for recycling) comes from Redis `TIME`. Every claimant then compares
@@ -25,24 +31,50 @@ local function parse(v)
 end
 `;
 
-/** KEYS itc_idx, adder, revert; ARGV instanceId, maxMachineId, safeGuardMs, callerNow → {machineId, lastStamp} or {-1,-1}. */
+/**
+ * The last tick a lease not renewed for the safe-guard duration may have used: its owner stops issuing
+ * T − min(10 s, T/10) after its last renewal (lease.ts, stopAfterMs).
+ */
+const STALE_STAMP = `
+local function staleStamp(stamp, safeGuard)
+  return stamp + safeGuard - math.min(10000, math.floor(safeGuard / 10))
+end
+`;
+
+/**
+ * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs, callerNow, owner →
+ * {machineId, lastStamp, leaseKey} or {-1, -1, leaseKey}.
+ */
 export const distributeScript = defineScript(
   "idgen_machine_distribute",
-  3,
-  `${COMMON}
+  4,
+  `${COMMON}${STALE_STAMP}
 local instance = ARGV[1]
 local maxId = tonumber(ARGV[2])
 local safeGuard = tonumber(ARGV[3])
 local callerNow = tonumber(ARGV[4])
+local owner = ARGV[5]
+local key = instance
 local function hold(id, stamp)
-  redis.call('HSET', KEYS[1], instance, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
-  return {id, stamp}
+  redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
+  redis.call('HSET', KEYS[4], key, owner)
+  return {id, stamp, key}
 end
--- 1. self: this instance already holds an id (restart with the same instance id)
+-- 1. self: the instance id's entry. Ours (a redistribution after a loss), or one whose owner has stopped issuing by
+--    its stop rule (not renewed for T: a restart of this instance, once the old lease is stale) is taken back. A live
+--    entry of another owner may be a second process with the same instance id: it keeps its id, and this lease goes
+--    under a key of its own.
 local own = redis.call('HGET', KEYS[1], instance)
 if own then
-  local id, _, stamp = parse(own)
-  return hold(id, stamp)
+  local id, leaseAt, stamp = parse(own)
+  if redis.call('HGET', KEYS[4], instance) == owner then return hold(id, stamp) end
+  if id <= maxId and leaseAt <= now - safeGuard then return hold(id, staleStamp(stamp, safeGuard)) end
+  key = instance .. '#' .. owner
+  local again = redis.call('HGET', KEYS[1], key)
+  if again then
+    local againId, _, againStamp = parse(again)
+    return hold(againId, againStamp)
+  end
 end
 -- 2. a released id, lowest first
 local pool = redis.call('HGETALL', KEYS[3])
@@ -67,23 +99,25 @@ while adder < maxId do
 end
 -- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock). Its owner may have issued ids
 --    until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
-local staleField, staleId, staleAt, staleStamp
+local staleField, staleId, staleAt, staleStampValue
 for i = 1, #all, 2 do
   local id, leaseAt, stamp = parse(all[i + 1])
   if id <= maxId and leaseAt <= now - safeGuard and (staleAt == nil or leaseAt < staleAt) then
-    staleField = all[i]; staleId = id; staleAt = leaseAt; staleStamp = stamp
+    staleField = all[i]; staleId = id; staleAt = leaseAt; staleStampValue = stamp
   end
 end
 if staleField then
   redis.call('HDEL', KEYS[1], staleField)
-  return hold(staleId, staleStamp + safeGuard - math.min(10000, math.floor(safeGuard / 10)))
+  redis.call('HDEL', KEYS[4], staleField)
+  return hold(staleId, staleStamp(staleStampValue, safeGuard))
 end
-return {-1, -1}
+return {-1, -1, key}
 `,
 );
 
 /**
- * KEYS itc_idx, adder, revert; ARGV instanceId, machineId, callerNow → 1 renewed, 2 re-established, 0 lost.
+ * KEYS itc_idx, adder, revert, owner; ARGV leaseKey, machineId, callerNow, owner → 1 renewed, 2 re-established, 0 lost.
+ * Lost: the entry holds another id, or another owner took it over (ours went stale and was recycled).
  * Re-establish: our entry vanished (store restarted empty, key evicted or deleted) but nobody else holds the id
  * and nobody released it since; then it is still safely ours, so we write it back (distribute skips held ids
  * when it hands out new ones, so the adder need not move).
@@ -91,14 +125,18 @@ return {-1, -1}
  */
 export const guardScript = defineScript(
   "idgen_machine_guard",
-  3,
+  4,
   `${COMMON}
 local id = tonumber(ARGV[2])
+local owner = ARGV[4]
 local own = redis.call('HGET', KEYS[1], ARGV[1])
 if own then
   local held, _, stamp = parse(own)
   if held ~= id then return 0 end
+  local holder = redis.call('HGET', KEYS[4], ARGV[1])
+  if holder and holder ~= owner then return 0 end
   redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
+  redis.call('HSET', KEYS[4], ARGV[1], owner)
   return 1
 end
 if redis.call('HEXISTS', KEYS[3], tostring(id)) == 1 then return 0 end
@@ -108,20 +146,24 @@ for i = 2, #all, 2 do
   if held == id then return 0 end
 end
 redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3])
+redis.call('HSET', KEYS[4], ARGV[1], owner)
 return 2
 `,
 );
 
-/** KEYS itc_idx, revert; ARGV instanceId, machineId, callerNow → 1 released, 0 nothing of ours to release. */
+/** KEYS itc_idx, revert, owner; ARGV leaseKey, machineId, callerNow, owner → 1 released, 0 nothing of ours to release. */
 export const revertScript = defineScript(
   "idgen_machine_revert",
-  2,
+  3,
   `${COMMON}
 local own = redis.call('HGET', KEYS[1], ARGV[1])
 if not own then return 0 end
 local id, _, stamp = parse(own)
 if id ~= tonumber(ARGV[2]) then return 0 end
+local holder = redis.call('HGET', KEYS[3], ARGV[1])
+if holder and holder ~= ARGV[4] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[2], id, math.max(stamp, tonumber(ARGV[3])))
 return 1
 `,
