@@ -1,6 +1,6 @@
 import { Cluster, Command, type ChainableCommander } from "ioredis";
 import type { RedisClient } from "./connect.js";
-import { callScript, prepareScripts, runScript, type LuaScript } from "./scripts.js";
+import { MAX_SCRIPT_ARGUMENTS, runScript, type LuaScript } from "./scripts.js";
 
 /**
  * Redis replicates asynchronously: a write a master acknowledged and then lost in a crash, before any replica had it,
@@ -43,6 +43,8 @@ interface Pending {
   resolve(value: unknown): void;
   reject(err: unknown): void;
   redirections: number;
+  /** A script write told that the node does not have the script: it sends the whole script (EVAL) next time. */
+  noScript?: () => void;
 }
 
 const durabilities = new WeakMap<object, Durability>();
@@ -87,7 +89,9 @@ export async function closeDurableWriter(client: RedisClient): Promise<void> {
 }
 
 /** Redirections refuse a command unexecuted: the write may be sent again to the slot's new owner. */
-const REDIRECTED = /^(MOVED|ASK) |same slots allocation group/;
+// NOSCRIPT: the node does not know the script (its script cache was emptied: a failover, a resync, SCRIPT FLUSH) while
+// ioredis believed this connection had loaded it; nothing was executed, and ioredis sends the whole script next time.
+const REDIRECTED = /^(MOVED|ASK) |same slots allocation group|^NOSCRIPT /;
 const MAX_REDIRECTIONS = 3;
 /** Most writes one pipeline carries ahead of its WAIT. */
 const MAX_BATCH = 256;
@@ -107,6 +111,10 @@ const MAX_BATCH = 256;
  *   the write sent again to the slot's new owner (at most 3 times).
  */
 export function writeDurably<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown): Promise<T> {
+  return writeDurablyPending<T>(client, key, write);
+}
+
+function writeDurablyPending<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown, noScript?: () => void): Promise<T> {
   // `write` adds exactly one command to `batch` (a script, or one command such as SADD): replies are matched by position.
   const durability = durabilities.get(client);
   if (!durability) {
@@ -124,7 +132,7 @@ export function writeDurably<T = unknown>(client: RedisClient, key: string, writ
     });
   }
   return new Promise<T>((resolve, reject) =>
-    enqueue(durability, { key, write, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
+    enqueue(durability, { key, write, noScript, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
   );
 }
 
@@ -133,8 +141,18 @@ export function runDurableScript(client: RedisClient, script: LuaScript, keys: s
   const durability = durabilities.get(client);
   // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
   if (!durability) return runScript(client, script, keys, args);
-  prepareScripts(durability.writer, script);
-  return writeDurably(client, keys[0] ?? "", (batch) => callScript(durability.writer, script, keys, args, batch));
+  if (keys.length + args.length > MAX_SCRIPT_ARGUMENTS) {
+    return Promise.reject(new Error(`script ${script.name} was given ${keys.length + args.length} keys and arguments, over the ${MAX_SCRIPT_ARGUMENTS} one call may carry: split the work`));
+  }
+  if (script.numberOfKeys >= 0 && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
+  // EVALSHA, and EVAL after a NOSCRIPT, as plain commands of the pipeline: not ioredis' script command, which answers
+  // a NOSCRIPT by sending the script again on its own, outside the pipeline and behind its WAIT (the write was then
+  // acknowledged by a WAIT that ran before it), or reports the NOSCRIPT of that resend as the write's failure.
+  let whole = false;
+  const pending = writeDurablyPending(client, keys[0] ?? "", (batch) =>
+    whole ? batch.eval(script.lua, keys.length, ...keys, ...args) : batch.evalsha(script.sha, keys.length, ...keys, ...args),
+  () => (whole = true));
+  return pending;
 }
 
 /**
@@ -208,6 +226,7 @@ async function send(d: Durability, batch: Pending[]): Promise<void> {
   sent.forEach((p, i) => {
     const [err, result] = replies[i] ?? [new Error("the write got no reply")];
     if (err && REDIRECTED.test(err.message) && p.redirections < MAX_REDIRECTIONS) {
+      if (/^NOSCRIPT /.test(err.message)) p.noScript?.();
       movedErr = err;
       return moved.push(p);
     }

@@ -6,7 +6,7 @@ import { StoreUnavailableError } from "./store-errors.js";
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 // "Too many Cluster redirections": ioredis gave up following MOVED / CLUSTERDOWN replies while a failover moves slots.
 const CONNECTION_MESSAGES =
-  /Connection is closed|Command aborted due to connection close|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|max retries per request|Command timed out|Too many Cluster redirections|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b/i;
+  /Connection is closed|Command aborted due to connection close|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|max retries per request|Command timed out|Too many Cluster redirections|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b|^UNBLOCKED force unblock from blocking operation, instance state changed/i;
 
 /** Errors that mean "Redis cannot be reached right now"; script and logic errors are not among them. */
 export function isConnectionError(err: unknown): boolean {
