@@ -1,6 +1,6 @@
 import { Cluster, Command, type ChainableCommander } from "ioredis";
 import type { RedisClient } from "./connect.js";
-import { MAX_SCRIPT_ARGUMENTS, runScript, type LuaScript } from "./scripts.js";
+import { checkScriptCall, runScript, type LuaScript } from "./scripts.js";
 
 /**
  * Redis replicates asynchronously: a write a master acknowledged and then lost in a crash, before any replica had it,
@@ -141,18 +141,21 @@ export function runDurableScript(client: RedisClient, script: LuaScript, keys: s
   const durability = durabilities.get(client);
   // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
   if (!durability) return runScript(client, script, keys, args);
-  if (keys.length + args.length > MAX_SCRIPT_ARGUMENTS) {
-    return Promise.reject(new Error(`script ${script.name} was given ${keys.length + args.length} keys and arguments, over the ${MAX_SCRIPT_ARGUMENTS} one call may carry: split the work`));
+  try {
+    checkScriptCall(script, keys, args);
+  } catch (err) {
+    return Promise.reject(err);
   }
-  if (script.numberOfKeys >= 0 && keys.length !== script.numberOfKeys) return Promise.reject(new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`));
   // EVALSHA, and EVAL after a NOSCRIPT, as plain commands of the pipeline: not ioredis' script command, which answers
   // a NOSCRIPT by sending the script again on its own, outside the pipeline and behind its WAIT (the write was then
   // acknowledged by a WAIT that ran before it), or reports the NOSCRIPT of that resend as the write's failure.
   let whole = false;
-  const pending = writeDurablyPending(client, keys[0] ?? "", (batch) =>
-    whole ? batch.eval(script.lua, keys.length, ...keys, ...args) : batch.evalsha(script.sha, keys.length, ...keys, ...args),
-  () => (whole = true));
-  return pending;
+  return writeDurablyPending(
+    client,
+    keys[0] ?? "",
+    (batch) => (whole ? batch.eval(script.lua, keys.length, ...keys, ...args) : batch.evalsha(script.sha, keys.length, ...keys, ...args)),
+    () => (whole = true),
+  );
 }
 
 /**

@@ -42,15 +42,19 @@ export const MAX_SCRIPT_ARGUMENTS = 10_000;
  * with `exec`), made before the script was first run or after.
  */
 export function callScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], target: object = client): unknown {
+  checkScriptCall(script, keys, args);
+  const run = define(client, script);
+  return script.numberOfKeys < 0 ? run.call(target, keys.length, ...keys, ...args) : run.call(target, ...keys, ...args);
+}
+
+/** Throws unless `script` may be called with these keys and arguments: as many keys as it declares, not too many in all. */
+export function checkScriptCall(script: LuaScript, keys: string[], args: (string | number)[]): void {
   // ioredis spreads a command's arguments more than once on its way to the socket; tens of thousands overflow the stack
   // inside its auto-pipeline, whose replies then go astray until the process dies. Callers split such work in parts.
   if (keys.length + args.length > MAX_SCRIPT_ARGUMENTS) {
     throw new Error(`script ${script.name} was given ${keys.length + args.length} keys and arguments, over the ${MAX_SCRIPT_ARGUMENTS} one call may carry: split the work`);
   }
-  const variable = script.numberOfKeys < 0;
-  if (!variable && keys.length !== script.numberOfKeys) throw new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`);
-  const run = define(client, script);
-  return variable ? run.call(target, keys.length, ...keys, ...args) : run.call(target, ...keys, ...args);
+  if (script.numberOfKeys >= 0 && keys.length !== script.numberOfKeys) throw new Error(`script ${script.name} takes ${script.numberOfKeys} keys, got ${keys.length}`);
 }
 
 /**
