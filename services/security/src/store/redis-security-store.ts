@@ -1,4 +1,4 @@
-import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { describeWriteFailure, durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, runScript, writeDurably, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, ROLE_REMOVED, ROLE_UNBIND_PART, securityKeys, SET_ROLE, UNBIND_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
@@ -86,6 +86,20 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     if (changed) tell(change);
     return changed;
   };
+  /**
+   * A user or role write an admin asked for: a connection failure answers "outcome unknown" (504, with how to check)
+   * when the script may have reached Redis, "nothing was written" (503) when it provably did not — as config and
+   * registry writes do (`@gov/redis` write-outcome.ts).
+   */
+  const write = async <T>(what: string, howToCheck: string, run: () => Promise<T>): Promise<T> => {
+    const maySend = writeMaySend(client);
+    try {
+      return await call(run);
+    } catch (err) {
+      throw describeWriteFailure(err, maySend, { what, howToCheck });
+    }
+  };
+  const listUsersToCheck = "list the users (GET /v1/users, or ListUsers), which shows each user's roles and whether it is locked";
   const store: SecurityStore = {
     kind: options.kind ?? "redis",
     async getUser(username) {
@@ -101,20 +115,31 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async addUser(user) {
       const { username, ...fields } = user;
-      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]))) === 1);
+      const added = await write(`the creation of user ${JSON.stringify(username)}`, `${listUsersToCheck}: if it is there, it was created, and creating it again answers already_exists`, () =>
+        runDurableScript(client, ADD_USER, [keys.users, keys.user(username)], [keys.channel, username, ...userFields(fields)]),
+      );
+      return told({ kind: "user", name: username }, added === 1);
     },
     async updateUser(username, patch) {
       const fields = userFields(patch);
       if (fields.length === 0) return (await call(() => client.sismember(keys.users, username))) === 1;
-      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]))) === 1);
+      const updated = await write(`the change to user ${JSON.stringify(username)}`, `${listUsersToCheck}, and a new password shows in whether it logs in: check before sending the change again`, () =>
+        runDurableScript(client, UPDATE_USER, [keys.users, keys.user(username)], [keys.channel, username, ...fields]),
+      );
+      return told({ kind: "user", name: username }, updated === 1);
     },
     async bindRoles(username, names, mustExist) {
-      const result = await call(() => runDurableScript(client, BIND_ROLES, [keys.users, keys.user(username), keys.roles], [keys.channel, username, JSON.stringify(names), ...mustExist]));
+      const result = await write(`the role binding of user ${JSON.stringify(username)}`, `${listUsersToCheck}; binding the same roles again is safe`, () =>
+        runDurableScript(client, BIND_ROLES, [keys.users, keys.user(username), keys.roles], [keys.channel, username, JSON.stringify(names), ...mustExist]),
+      );
       if (typeof result === "string") return { missingRole: result };
       return told({ kind: "user", name: username }, result === 1) ? "bound" : "no-user";
     },
     async removeUser(username) {
-      return told({ kind: "user", name: username }, (await call(() => runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]))) === 1);
+      const removed = await write(`the removal of user ${JSON.stringify(username)}`, `${listUsersToCheck}: if it is not there, it was removed`, () =>
+        runDurableScript(client, REMOVE_USER, [keys.users, keys.user(username)], [keys.channel, username]),
+      );
+      return told({ kind: "user", name: username }, removed === 1);
     },
     async recordFailure(username, maxFailures, lockUntil) {
       await call(() => runDurableScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
@@ -130,13 +155,21 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     },
     async putRole(role) {
       const json = JSON.stringify({ desc: role.desc, bindings: role.bindings });
-      if (Number(await call(() => runDurableScript(client, SET_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, role.name, json]))) < 0) return "removal-unfinished";
+      const saved = await write(`the save of role ${JSON.stringify(role.name)}`, `read the role (GET /v1/roles/{roleName}, or GetRoleBind); saving the same role again is safe`, () =>
+        runDurableScript(client, SET_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, role.name, json]),
+      );
+      if (Number(saved) < 0) return "removal-unfinished";
       told({ kind: "role", name: role.name }, true);
       return "saved";
     },
     async removeRole(name) {
       // In parts (see REMOVE_ROLE): the role is gone first, then unbound from the users there are once it is gone.
-      if (Number(await call(() => runDurableScript(client, REMOVE_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, name]))) === 0) return false;
+      // Only the first part's outcome can be unknown to the caller; a later part that fails leaves a removal that the
+      // next DELETE of the role finishes ("retry" is then the right advice).
+      const removed = await write(`the removal of role ${JSON.stringify(name)}`, `list the roles (GET /v1/roles, or ListRoles); removing it again is safe`, () =>
+        runDurableScript(client, REMOVE_ROLE, [keys.roles, keys.rolesRemoving], [keys.channel, name]),
+      );
+      if (Number(removed) === 0) return false;
       tell({ kind: "role", name }); // this replica's caches at once (the events follow)
       const names = await call(() => client.smembers(keys.users));
       for (let i = 0; i < names.length; i += ROLE_UNBIND_PART) {

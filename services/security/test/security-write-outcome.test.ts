@@ -1,0 +1,76 @@
+import { connectRedis, WriteOutcomeUnknownError } from "@gov/redis";
+import { startRedis, type RedisServer } from "@gov/testkit";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createRedisSecurityStore } from "../src/store/redis-security-store.js";
+import type { SecurityStore, UserRecord } from "../src/store/security-store.js";
+import { systemNs } from "./harness.js";
+
+/**
+ * User and role writes whose outcome is unknown (contract §3): a paused Redis (SIGSTOP) keeps its connections open and
+ * queues what it is sent, so a write times out on the client yet is applied once the server resumes. The answer must
+ * be "may or may not have been applied" with how to check (504 deadline_exceeded over the API, as config and registry
+ * writes answer), never "retry when it is back", after which a created user would answer already_exists. A private
+ * server: pausing the shared one would stall every other suite.
+ */
+const COMMAND_TIMEOUT_MS = 300;
+const user = (username: string): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0 });
+
+function resume(pid: number): void {
+  try {
+    process.kill(pid, "SIGCONT");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+  }
+}
+
+describe.skipIf(inject("redisSkipReason"))("security writes on a paused Redis", () => {
+  let redis: RedisServer;
+  let store: SecurityStore;
+  beforeAll(async () => {
+    redis = await startRedis();
+    store = await createRedisSecurityStore(await connectRedis(redis.url, { commandTimeoutMs: COMMAND_TIMEOUT_MS }), { namespace: systemNs() });
+  });
+  afterAll(async () => {
+    if (redis?.pid) resume(redis.pid);
+    await store?.close();
+    await redis?.stop();
+  });
+
+  it("say their outcome is unknown and how to check; after SIGCONT they show applied", async () => {
+    expect(await store.addUser(user("kept"))).toBe(true);
+    expect(await store.addUser(user("gone"))).toBe(true);
+    await store.putRole({ name: "old", desc: "", bindings: [] });
+    process.kill(redis.pid!, "SIGSTOP");
+    const failures: Record<string, unknown> = {};
+    try {
+      const attempt = async (name: string, write: () => Promise<unknown>) => {
+        failures[name] = await write().then(() => "answered", (err: unknown) => err);
+      };
+      await attempt("addUser", () => store.addUser(user("new")));
+      await attempt("updateUser", () => store.updateUser("kept", { locked: true }));
+      await attempt("bindRoles", () => store.bindRoles("kept", ["old"], ["old"]));
+      await attempt("removeUser", () => store.removeUser("gone"));
+      await attempt("putRole", () => store.putRole({ name: "added", desc: "", bindings: [] }));
+      await attempt("removeRole", () => store.removeRole("old"));
+    } finally {
+      resume(redis.pid!);
+    }
+    const expected: Record<string, RegExp> = {
+      addUser: /^the creation of user "new" was sent to Redis but got no answer .*may or may not have been applied: list the users \(GET \/v1\/users, or ListUsers\).*creating it again answers already_exists$/,
+      updateUser: /^the change to user "kept" .*may or may not have been applied: list the users .*whether it is locked.*check before sending the change again$/,
+      bindRoles: /^the role binding of user "kept" .*may or may not have been applied: .*binding the same roles again is safe$/,
+      removeUser: /^the removal of user "gone" .*may or may not have been applied: .*if it is not there, it was removed$/,
+      putRole: /^the save of role "added" .*may or may not have been applied: read the role \(GET \/v1\/roles\/\{roleName\}, or GetRoleBind\)/,
+      removeRole: /^the removal of role "old" .*may or may not have been applied: list the roles \(GET \/v1\/roles, or ListRoles\)/,
+    };
+    for (const [op, err] of Object.entries(failures)) {
+      expect(err, op).toBeInstanceOf(WriteOutcomeUnknownError);
+      expect((err as Error).message, op).toMatch(expected[op]);
+    }
+    // they were sent: Redis applies them once it runs again
+    await expect.poll(async () => (await store.getUser("new")) !== undefined, { timeout: 5000 }).toBe(true);
+    expect(await store.getUser("kept")).toMatchObject({ locked: true });
+    expect(await store.getUser("gone")).toBeUndefined();
+    expect(await store.getRole("added")).toBeDefined();
+  });
+});
