@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis } from "@gov/redis";
-import { startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
+import { pauseProcesses, resumeProcesses, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createTestGateway, ns, seg, type TestGateway } from "./harness.js";
 
@@ -15,26 +15,6 @@ import { createTestGateway, ns, seg, type TestGateway } from "./harness.js";
  */
 const COMMAND_TIMEOUT_MS = 500;
 const sha = (s: string) => createHash("sha256").update(s).digest("hex");
-
-function resume(pids: number[]): void {
-  for (const pid of pids) {
-    try {
-      process.kill(pid, "SIGCONT");
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err; // gone meanwhile: nothing to resume
-    }
-  }
-}
-
-/** Pauses the processes; the returned function resumes them (once). */
-function pause(pids: number[]): () => void {
-  for (const pid of pids) process.kill(pid, "SIGSTOP");
-  let resumed = false;
-  return () => {
-    if (!resumed) resume(pids);
-    resumed = true;
-  };
-}
 
 /** Bytes that arrived at the server side of `port` and were not read yet (Linux /proc/net/tcp, IPv4 loopback). */
 function unreadBytesAt(port: number): number {
@@ -70,7 +50,7 @@ async function provesUnknownOutcomeOnPausedRedis(gw: TestGateway, pids: () => nu
   const c = rest(gw, n);
   expect((await c.put("v1")).json()).toBe(true);
 
-  const unpause = pause(pids());
+  const unpause = pauseProcesses(pids());
   let r: Awaited<ReturnType<typeof c.put>>;
   let elapsed: number;
   try {
@@ -107,7 +87,7 @@ describe.skipIf(inject("redisSkipReason"))("write outcomes on a paused or stoppe
     gw = await createTestGateway(await createRedisConfigStore(client, { maxVersions: 100, kind: "redis" }));
   });
   afterAll(async () => {
-    if (redis?.pid) resume([redis.pid]); // never leave a stopped process behind
+    if (redis?.pid) resumeProcesses([redis.pid]); // never leave a stopped process behind
     await gw?.close();
     await redis?.stop();
   });
@@ -122,7 +102,7 @@ describe.skipIf(inject("redisSkipReason"))("write outcomes on a paused or stoppe
     expect((await c.put("one")).json()).toBe(true);
     expect((await c.put("two")).json()).toBe(true);
 
-    const unpause = pause([redis.pid!]);
+    const unpause = pauseProcesses([redis.pid!]);
     let answers;
     try {
       answers = { rollback: await c.rollback(1), del: await c.del(), connect: await c.connectSet("three") };
@@ -146,7 +126,7 @@ describe.skipIf(inject("redisSkipReason"))("write outcomes on a paused or stoppe
     const c = rest(gw, n);
     expect((await c.put("before")).json()).toBe(true);
     const killed = redis.pid!;
-    const unpause = pause([killed]);
+    const unpause = pauseProcesses([killed]);
     const pending = c.put("sent, then the server died");
     try {
       // The write is on the wire (the paused server holds it unread) when the server dies and the connection resets.
@@ -188,7 +168,7 @@ describe.skipIf(inject("redisSkipReason"))("write outcomes on a paused Redis Clu
     gw = await createTestGateway(await createRedisConfigStore(client, { maxVersions: 100, kind: "redis-cluster" }));
   });
   afterAll(async () => {
-    resume(cluster?.pids ?? []);
+    resumeProcesses(cluster?.pids ?? []);
     await gw?.close();
     await cluster?.stop();
   });

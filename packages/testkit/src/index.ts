@@ -3,3 +3,4 @@ export { redisTargets, type RedisTargetName } from "./targets.js";
 export { writeStream, type WriteStream, type AckedWrite } from "./write-stream.js";
 export { readSse } from "./sse.js";
 export { storeOutage, type StoreOutage } from "./outage.js";
+export { pauseProcesses, resumeProcesses } from "./pause.js";

@@ -1,5 +1,5 @@
 import { connectRedis } from "@gov/redis";
-import { startRedis, type RedisServer } from "@gov/testkit";
+import { pauseProcesses, resumeProcesses, startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
 import { createRegistryGateway, ns, seg, type RegistryGateway } from "./harness.js";
@@ -13,14 +13,6 @@ import { createRegistryGateway, ns, seg, type RegistryGateway } from "./harness.
  */
 const COMMAND_TIMEOUT_MS = 500;
 
-function resume(pid: number): void {
-  try {
-    process.kill(pid, "SIGCONT");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
-  }
-}
-
 describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused or stopped Redis (standalone)", () => {
   let redis: RedisServer;
   let gw: RegistryGateway;
@@ -30,7 +22,7 @@ describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused 
     gw = await createRegistryGateway(await createRedisRegistryStore(client, { kind: "redis" }));
   });
   afterAll(async () => {
-    if (redis?.pid) resume(redis.pid); // never leave a stopped process behind
+    if (redis?.pid) resumeProcesses([redis.pid]); // never leave a stopped process behind
     await gw?.close();
     await redis?.stop();
   });
@@ -48,7 +40,7 @@ describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused 
     expect((await inject("PUT", `${base}/s/instances`, { schema: "http", host: "gone", port: 1 })).statusCode).toBe(200);
     expect((await inject("PUT", `${base}/old`)).statusCode).toBe(200);
 
-    process.kill(redis.pid!, "SIGSTOP");
+    const unpause = pauseProcesses([redis.pid!]);
     let answers: Record<string, Awaited<ReturnType<typeof inject>>>;
     const started = Date.now();
     try {
@@ -61,7 +53,7 @@ describe.skipIf(inject("redisSkipReason"))("registry write outcomes on a paused 
         deleteService: await inject("DELETE", `${base}/old`),
       };
     } finally {
-      resume(redis.pid!);
+      unpause();
     }
     // Six writes, each waiting out the command timeout, not longer.
     expect(Date.now() - started).toBeLessThan(6 * COMMAND_TIMEOUT_MS + 3000);

@@ -1,5 +1,5 @@
 import { connectRedis, WriteOutcomeUnknownError } from "@gov/redis";
-import { startRedis, type RedisServer } from "@gov/testkit";
+import { pauseProcesses, resumeProcesses, startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createRedisSecurityStore } from "../src/store/redis-security-store.js";
 import type { SecurityStore, UserRecord } from "../src/store/security-store.js";
@@ -15,14 +15,6 @@ import { systemNs } from "./harness.js";
 const COMMAND_TIMEOUT_MS = 300;
 const user = (username: string): UserRecord => ({ username, salt: "s", hash: "h", roles: [], locked: false, lockedUntil: 0, failures: 0 });
 
-function resume(pid: number): void {
-  try {
-    process.kill(pid, "SIGCONT");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
-  }
-}
-
 describe.skipIf(inject("redisSkipReason"))("security writes on a paused Redis", () => {
   let redis: RedisServer;
   let store: SecurityStore;
@@ -31,7 +23,7 @@ describe.skipIf(inject("redisSkipReason"))("security writes on a paused Redis", 
     store = await createRedisSecurityStore(await connectRedis(redis.url, { commandTimeoutMs: COMMAND_TIMEOUT_MS }), { namespace: systemNs() });
   });
   afterAll(async () => {
-    if (redis?.pid) resume(redis.pid);
+    if (redis?.pid) resumeProcesses([redis.pid]);
     await store?.close();
     await redis?.stop();
   });
@@ -40,7 +32,7 @@ describe.skipIf(inject("redisSkipReason"))("security writes on a paused Redis", 
     expect(await store.addUser(user("kept"))).toBe(true);
     expect(await store.addUser(user("gone"))).toBe(true);
     await store.putRole({ name: "old", desc: "", bindings: [] });
-    process.kill(redis.pid!, "SIGSTOP");
+    const unpause = pauseProcesses([redis.pid!]);
     const failures: Record<string, unknown> = {};
     try {
       const attempt = async (name: string, write: () => Promise<unknown>) => {
@@ -53,7 +45,7 @@ describe.skipIf(inject("redisSkipReason"))("security writes on a paused Redis", 
       await attempt("putRole", () => store.putRole({ name: "added", desc: "", bindings: [] }));
       await attempt("removeRole", () => store.removeRole("old"));
     } finally {
-      resume(redis.pid!);
+      unpause();
     }
     const expected: Record<string, RegExp> = {
       addUser: /^the creation of user "new" was sent to Redis but got no answer .*may or may not have been applied: list the users \(GET \/v1\/users, or ListUsers\).*creating it again answers already_exists$/,
