@@ -17,6 +17,9 @@ import { largeListsInterceptor } from "./large-lists.js";
 import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
+/** Requests one HTTP/1.1 connection to a service's listener serves before the answer closes it (see connectApp). */
+export const MAX_REQUESTS_PER_CONNECTION = 1000;
+
 export interface ConnectRoutesOptions {
   routes: (router: ConnectRouter) => void;
   interceptors?: Interceptor[];
@@ -76,6 +79,11 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms,
     // Node checks that timeout every 30 s by default, which lets a slow request live almost twice as long.
     ...(http2 ? {} : { http: { connectionsCheckingInterval: 1000, headersTimeout: Math.min(60_000, options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms) } }),
+    // A gateway keeps its connections to a service open for as long as it runs; behind a per-connection balancer (a
+    // Kubernetes Service) the replicas of a service would keep the shares they had when those connections were made —
+    // all of them on the one that stayed up during a rolling restart. Closing each after this many requests
+    // (`Connection: close` on the last answer) spreads them again within seconds under load.
+    ...(http2 ? {} : { maxRequestsPerSocket: MAX_REQUESTS_PER_CONNECTION }),
     ...({ http2SessionTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms } as object), // h2 only; the h1 overload does not know it
     // The router's and Node's own refusals (bad escapes, over-long URLs, slow requests) in the contract's shape.
     frameworkErrors: frameworkErrorHandler,

@@ -1,3 +1,4 @@
+import http from "node:http";
 import http2 from "node:http2";
 // What gRPC, Connect and gRPC-Web clients the project did not write see on a service's listeners: reflection and
 // health (buf curl, grpc-js), unknown methods, grpc-message, deadlines on watches, grpc-web-text.
@@ -14,7 +15,7 @@ import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthChec
 import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLogger, errorInterceptor, serveConnect, type ConnectServer, type ServingState } from "../src/index.js";
+import { createLogger, errorInterceptor, MAX_REQUESTS_PER_CONNECTION, serveConnect, type ConnectServer, type ServingState } from "../src/index.js";
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 const buf = fileURLToPath(new URL("../../../node_modules/.bin/buf", import.meta.url));
@@ -235,6 +236,32 @@ describe("every protocol of a service's listeners", () => {
     { name: "grpc-web", transport: createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" }) },
     { name: "grpc", transport: createGrpcTransport({ baseUrl: server.grpcUrl }) },
   ];
+
+  it(`closes an HTTP/1.1 connection after ${MAX_REQUESTS_PER_CONNECTION} requests, so a gateway's pooled connections spread again over a service's replicas`, async () => {
+    // One pooled keep-alive connection at a time, as a gateway's to a busy service: behind a per-connection balancer
+    // a connection that never closes stays on the replica it was made to.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const closedAfter: number[] = [];
+    const connections = new Set<http.ClientRequest["socket"]>();
+    try {
+      for (let i = 1; i <= 2 * MAX_REQUESTS_PER_CONNECTION + 1; i++) {
+        const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+          const req = http.request(`${server.url}/gov.config.v1.ConfigService/ListConfigs`, { method: "POST", agent, headers: { "content-type": "application/json" } }, resolve);
+          req.on("socket", (socket) => connections.add(socket));
+          req.on("error", reject);
+          req.end(JSON.stringify({ namespace: ns }));
+        });
+        res.resume();
+        await new Promise((r) => res.on("end", r));
+        expect(res.statusCode).toBe(200);
+        if (res.headers.connection === "close") closedAfter.push(i);
+      }
+    } finally {
+      agent.destroy();
+    }
+    expect(closedAfter).toEqual([MAX_REQUESTS_PER_CONNECTION, 2 * MAX_REQUESTS_PER_CONNECTION]);
+    expect(connections.size).toBe(3);
+  });
 
   it("answers an unknown method with unimplemented", async () => {
     // A client generated from a newer proto: a method this server does not have.
