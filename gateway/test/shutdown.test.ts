@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import http from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -141,6 +142,34 @@ describe("graceful shutdown of a built process", () => {
     expect((await call).config?.data).toBe("finished");
     await stopping;
     expect(stopped).toBe(true);
+  });
+
+  it("answers a request sent on an open keep-alive connection just after shutdown began, closing that connection; a new connection is refused", async () => {
+    const { proc, urls, call, release } = await slowProcess("10s");
+    release();
+    await call;
+    // A client's pooled connection, idle when the process starts to stop (a gateway's to a service, between calls).
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const getConfig = () =>
+      new Promise<{ status?: number; connection?: string }>((resolve, reject) => {
+        const req = http.request(`${urls.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", agent, headers: { "content-type": "application/json" } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode, connection: res.headers.connection }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify({ namespace: "{x}", configId: "a.yaml" }));
+      });
+    try {
+      expect(await getConfig()).toEqual({ status: 200, connection: "keep-alive" });
+      const stopping = proc.shutdown();
+      // the request comes a moment after, once readiness says DOWN (a connection closed idle at once reset it)
+      expect((await fetch(`${urls.managementUrl}/actuator/health/readiness`)).status).toBe(503);
+      expect(await getConfig()).toEqual({ status: 200, connection: "close" });
+      await expect(fetch(`${urls.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).rejects.toThrow();
+      await stopping;
+    } finally {
+      agent.destroy();
+    }
   });
 
   it("a call still running when gov.shutdown.grace is over does not hold the process: its connection is closed", async () => {

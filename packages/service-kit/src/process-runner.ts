@@ -1,6 +1,6 @@
 import { setMaxListeners } from "node:events";
 import type { Http2Server, Http2Session } from "node:http2";
-import type { Server as NetServer } from "node:net";
+import { Server as NetServerClass, type Server as NetServer } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
@@ -385,10 +385,11 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     // One turn of the event loop between the two: grpc.health.v1 watchers get NOT_SERVING on their streams (a load
     // balancer's cue to stop sending) before the drain ends every stream with `unavailable`.
     await new Promise((resolve) => setImmediate(resolve));
-    drain.begin();
     const deadline = Date.now() + settings.shutdownGrace;
     const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
-    for (const app of servers) app.server.close(() => {}); // no new connections
+    await lingerOnOpenConnections(http, Math.min(deadline, Date.now() + SHUTDOWN_LINGER_MS));
+    drain.begin();
+    for (const app of servers) app.server.close(() => {}); // no new connections (the HTTP/1.1 listener has none since the linger)
     for (const session of sessions) session.close(); // GOAWAY: clients finish their streams and reconnect elsewhere
     const drained = await waitUntil(async () => {
       for (const app of servers) (app.server as { closeIdleConnections?: () => void }).closeIdleConnections?.();
@@ -609,6 +610,30 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
       logger.info({ req: { method: req.method, url: req.url, remoteAddress: req.socket?.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: Math.round(performance.now() - started) }, "request completed"),
     );
   });
+}
+
+const NetServerClose = NetServerClass.prototype.close;
+
+/** How long a stopping process keeps answering on HTTP/1.1 connections already open (see lingerOnOpenConnections). */
+const SHUTDOWN_LINGER_MS = 300;
+
+/**
+ * The first step of a shutdown on the HTTP/1.1 listener: no new connections, while the ones already open are answered
+ * for a moment longer, each answer closing its connection (`Connection: close`). Closing them idle at once (what Node's
+ * `server.close()` does) resets a request a client sent on a pooled connection in that very instant: unread, yet to a
+ * gateway a write that "may or may not have been applied" (504). A client that got its answer with `Connection: close`
+ * opens its next connection elsewhere. Ends when every connection has closed or at `until`; the watches still open
+ * (they hold their connections) end with the drain after it.
+ */
+async function lingerOnOpenConnections(app: FastifyInstance, until: number): Promise<void> {
+  const server = app.server as unknown as NetServer & { prependListener(event: "request", fn: (req: unknown, res: { shouldKeepAlive: boolean }) => void): void };
+  if (!server.listening) return;
+  server.prependListener("request", (_req, res) => {
+    res.shouldKeepAlive = false;
+  });
+  // net.Server's close, not http.Server's: that one also closes the idle connections at once, which is the point to avoid.
+  NetServerClose.call(server, () => {});
+  await waitUntil(async () => (await connectionsOf(server)) === 0, until);
 }
 
 const connectionsOf = (server: NetServer) => new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
