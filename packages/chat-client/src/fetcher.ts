@@ -55,6 +55,9 @@ export interface FetcherOptions {
   fetch?: typeof globalThis.fetch;
 }
 
+/** The longest delay `setTimeout` honours (about 24.8 days); a longer one would fire after 1 ms. */
+const MAX_TIMER_DELAY = 2 ** 31 - 1;
+
 export class Fetcher {
   readonly baseURL: string;
   readonly headers: Readonly<Record<string, string>>;
@@ -85,13 +88,14 @@ export class Fetcher {
     const request = exchange.request;
     const url = resolveURL(this.baseURL, request.url);
     const timeout = request.timeout ?? this.timeout;
-    if (timeout === undefined || timeout <= 0) return this.#send(exchange, url, request.signal);
+    // Infinity means no deadline; `setTimeout` would turn it (like any delay over 2^31 - 1 ms) into 1 ms.
+    if (timeout === undefined || timeout <= 0 || timeout === Infinity) return this.#send(exchange, url, request.signal);
 
     // The timer aborts the fetch (and a JSON body read); a stream extractor returns before the body is read,
     // so a stream only has the deadline until its headers, and `finally` clears the timer.
     const timer = new AbortController();
     const fired = new TimeoutError(timeout, request.method, url);
-    const handle = setTimeout(() => timer.abort(fired), timeout);
+    const handle = setTimeout(() => timer.abort(fired), Math.min(timeout, MAX_TIMER_DELAY));
     const signal = request.signal ? AbortSignal.any([request.signal, timer.signal]) : timer.signal;
     try {
       return await this.#send(exchange, url, signal);

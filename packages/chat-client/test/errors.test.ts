@@ -137,6 +137,14 @@ describe("network and timeout errors", () => {
     expect(Date.now() - started).toBeLessThan(900);
   });
 
+  it("a timeout beyond setTimeout's range (or Infinity) is a long deadline, not 1 ms", async () => {
+    server.handle((_req, res) => void sleep(50).then(() => res.writeHead(200, { "content-type": "application/json" }).end("{}")));
+    for (const timeout of [Infinity, 2 ** 31, 30 * 86_400_000]) {
+      const fetcher = new Fetcher({ baseURL: server.origin, timeout });
+      expect(await new ChatClient({ fetcher }).completions(request)).toEqual({});
+    }
+  });
+
   it("for a JSON result the timeout also covers a body that stalls after the headers", async () => {
     server.handle((_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
