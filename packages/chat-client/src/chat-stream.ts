@@ -77,9 +77,25 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
     },
   });
 
+  // eventsource-parser holds back a CR that ends its input (it may be the first half of a CRLF), so a bare-CR server's
+  // last event, [DONE] included, would wait for bytes that may never come. So line endings are normalised to LF here:
+  // a CR that ends a piece ends its line at once, and the LF of that CRLF is dropped if the next piece starts with it.
+  let skipLF = false;
+  const feed = (text: string) => {
+    if (text === "") return;
+    if (skipLF) {
+      skipLF = false;
+      if (text.charCodeAt(0) === 10) text = text.slice(1);
+    }
+    if (text.indexOf("\r") !== -1) {
+      skipLF = text.charCodeAt(text.length - 1) === 13;
+      text = text.replace(/\r\n?/g, "\n");
+    }
+    if (text !== "") parser.feed(text);
+  };
+
   const endOfBody = () => {
-    const rest = decoder.decode();
-    if (rest !== "") parser.feed(rest);
+    feed(decoder.decode());
     // The last event may lack its blank line; dispatch it rather than lose e.g. the final finish_reason.
     if (!finished) parser.feed("\n\n");
     if (!finished) {
@@ -106,8 +122,7 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
         }
         if (finished) return;
         if (chunk.done) return endOfBody();
-        const text = decoder.decode(chunk.value, { stream: true });
-        if (text !== "") parser.feed(text);
+        feed(decoder.decode(chunk.value, { stream: true }));
       }
     },
     cancel(reason) {

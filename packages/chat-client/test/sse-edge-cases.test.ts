@@ -76,6 +76,16 @@ describe("SSE edge cases, at every byte boundary", () => {
     expect(text(await parseAtEveryBoundary(`data: ${c("a")}\r\rdata: ${c("b")}\r\rdata: [DONE]\r\r`))).toEqual(["a", "b"]);
   });
 
+  it("#4 bare CR: an event whose blank line ends the bytes received so far is dispatched at once, [DONE] included", async () => {
+    const source = sourceOf([utf8(`data: ${c("a")}\r\r`), utf8("data: [DONE]\r\r")], { keepOpen: true });
+    const outcome = await readAll(toChatStream(source.stream));
+    expect(text(outcome)).toEqual(["a"]);
+    await source.cancelled; // would time out the test if the final CR waited for a possible LF
+    const crlf = sourceOf([utf8(`data: ${c("b")}\r\n\r\ndata: [DONE]\r\n\r`)], { keepOpen: true });
+    expect(text(await readAll(toChatStream(crlf.stream)))).toEqual(["b"]);
+    await crlf.cancelled;
+  });
+
   it("#5 multi-line data is joined with \\n before JSON parsing", async () => {
     const outcome = await parseAtEveryBoundary(`data: {"id":"x","object":"o","created":1,\ndata: "choices":[{"delta":{"content":"ok"}}]}\n\n`);
     expect(text(outcome)).toEqual(["ok"]);
