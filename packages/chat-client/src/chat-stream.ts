@@ -70,7 +70,7 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
         if (event === "error") return fail(streamError(data, event));
         return fail(new DecodeError("Stream event data is not valid JSON", snippet(data), { cause }));
       }
-      if (event === "error" || providerError(parsed) !== undefined) return fail(streamError(parsed, event));
+      if (event === "error" || hasError(parsed)) return fail(streamError(parsed, event));
       if (message.id !== undefined) lastId = message.id;
       controller.enqueue({ event, data: parsed as ChatResponse, id: lastId, retry });
       delivered = true;
@@ -155,10 +155,18 @@ function isDone(data: string): boolean {
   return data === "[DONE]" || (data.length < 32 && data.trim() === "[DONE]");
 }
 
+/** A `{"error": …}` frame: an error object, or a plain message some providers send instead ({"error": "overloaded"}). */
+function hasError(parsed: unknown): boolean {
+  return parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) && Boolean((parsed as { error?: unknown }).error);
+}
+
 function streamError(parsed: unknown, event: string): StreamError {
   const error = providerError(parsed) ?? parsed;
+  const plain = parsed !== null && typeof parsed === "object" ? (parsed as { error?: unknown }).error : undefined;
   const message =
-    (error as { message?: unknown } | null)?.message ?? (parsed as { message?: unknown } | null)?.message ?? (typeof parsed === "string" ? parsed : undefined);
+    (error as { message?: unknown } | null)?.message ??
+    (parsed as { message?: unknown } | null)?.message ??
+    (typeof plain === "string" && plain !== "" ? snippet(plain) : typeof parsed === "string" ? parsed : undefined);
   return new StreamError(typeof message === "string" ? message : `Provider sent an error event: ${snippet(JSON.stringify(parsed))}`, error, event);
 }
 

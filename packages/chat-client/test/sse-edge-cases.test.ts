@@ -122,6 +122,13 @@ describe("SSE edge cases, at every byte boundary", () => {
     expect((outcome.error as StreamError).error).toMatchObject({ type: "server_error", code: "overloaded" });
   });
 
+  it("#10 a data: {\"error\": \"…\"} frame with a plain-string error errors the stream with that message", async () => {
+    const outcome = await parseAtEveryBoundary(`data: ${c("a")}\n\ndata: {"error":"model overloaded"}\n\ndata: ${c("b")}\n\ndata: [DONE]\n\n`);
+    expect(text(outcome)).toEqual(["a"]);
+    expect(outcome.error).toBeInstanceOf(StreamError);
+    expect((outcome.error as StreamError).message).toBe("model overloaded");
+  });
+
   it("#10 an event: error frame errors the stream with the provider's message", async () => {
     const outcome = await parseAtEveryBoundary(`data: ${c("a")}\n\nevent: error\ndata: {"message":"rate limited mid-stream"}\n\n`);
     expect(text(outcome)).toEqual(["a"]);
