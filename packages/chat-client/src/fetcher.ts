@@ -108,6 +108,7 @@ export class Fetcher {
 
   async #send(exchange: FetchExchange, url: string, signal: AbortSignal | undefined): Promise<unknown> {
     const request = exchange.request;
+    checkHeaderValues(request.headers);
     const init: RequestInit & { duplex?: "half" } = { method: request.method, headers: request.headers, signal };
     if (request.body !== undefined && request.body !== null) {
       init.body = encodeBody(request.body, request.headers);
@@ -122,6 +123,22 @@ export class Fetcher {
     const response = exchange.response;
     if (!response.ok) throw new HttpStatusError(response, await readBody(response, url, signal), url);
     return exchange.resultExtractor(exchange);
+  }
+}
+
+// What fetch takes as a header value: Latin-1 without CR, LF or NUL.
+const HEADER_VALUE = /^[^\r\n\0\u0100-\uffff]*$/;
+
+/**
+ * Refuses a header value fetch would refuse, before fetch does: its error quotes the value, and the value is often
+ * the API key (a key pasted with its line break), which would then be in every log line of the error.
+ */
+function checkHeaderValues(headers: Record<string, string> | undefined): void {
+  for (const name in headers) {
+    const value = headers[name];
+    if (typeof value === "string" && !HEADER_VALUE.test(value)) {
+      throw new TypeError(`Header ${JSON.stringify(name)} holds a character a header cannot carry (a line break, NUL or one beyond Latin-1); its value is not shown, as it may be a secret such as the API key`);
+    }
   }
 }
 

@@ -24,9 +24,45 @@ export async function readText(response: Response, url: string, signal?: AbortSi
   }
 }
 
-/** Reads a body that may or may not be JSON (error bodies): the parsed value when it parses, else the text. */
+/**
+ * Most of an error body that is kept (bytes): enough for any provider's error, a proxy's HTML page or a stack trace;
+ * a server that sends more (or never stops) has its body cut here instead of filling the client's memory.
+ */
+export const ERROR_BODY_LIMIT = 1024 * 1024;
+
+/** Reads the body as text up to `limit` bytes; the rest is not read (the body is cancelled). */
+async function readTextUpTo(response: Response, url: string, limit: number, signal?: AbortSignal): Promise<string> {
+  if (!response.body) return readText(response, url, signal);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let bytes = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return text + decoder.decode();
+      const room = limit - bytes;
+      bytes += value.byteLength;
+      if (value.byteLength >= room) {
+        text += decoder.decode(value.subarray(0, room)); // a character cut at the limit shows as U+FFFD
+        await reader.cancel().catch(() => {});
+        return text;
+      }
+      text += decoder.decode(value, { stream: true });
+    }
+  } catch (error) {
+    throw toNetworkError(error, url, signal);
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+/**
+ * Reads a body that may or may not be JSON (error bodies): the parsed value when it parses, else the text — at most
+ * its first {@link ERROR_BODY_LIMIT} bytes.
+ */
 export async function readBody(response: Response, url: string, signal?: AbortSignal): Promise<unknown> {
-  const text = await readText(response, url, signal);
+  const text = await readTextUpTo(response, url, ERROR_BODY_LIMIT, signal);
   if (text === "") return text;
   try {
     return JSON.parse(text);

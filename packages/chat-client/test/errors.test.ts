@@ -14,6 +14,7 @@ import {
   StreamError,
   TimeoutError,
 } from "../src/index.js";
+import { ERROR_BODY_LIMIT } from "../src/response-body.js";
 import { readAll } from "./support/byte-streams.js";
 import { chunk, sleep, sse, startLoopbackServer, type LoopbackServer } from "./support/loopback-server.js";
 
@@ -78,6 +79,38 @@ describe("HTTP status errors", () => {
     server.handle((_req, res) => res.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ error: "model overloaded" })));
     const error = (await rejection(chat().completions(request))) as HttpStatusError;
     expect([error.message, error.error, error.body]).toEqual(["503 model overloaded", undefined, { error: "model overloaded" }]);
+  });
+});
+
+describe("what a hostile server or a bad key cannot do", () => {
+  it("an error body that never ends is cut at 1 MiB: the call settles, with the body's beginning", async () => {
+    // A server (or a proxy in front of it) that answers 500 and keeps sending: the body was read whole, without end.
+    let sent = 0;
+    server.handle((_req, res) => {
+      res.writeHead(500, { "content-type": "text/plain" });
+      const piece = "x".repeat(64 * 1024);
+      const more = () => {
+        while (!res.destroyed && sent < 64 * 1024 * 1024) {
+          sent += piece.length;
+          if (!res.write(piece)) return void res.once("drain", more);
+        }
+        res.end();
+      };
+      more();
+    });
+    const error = (await rejection(chat().completions(request))) as HttpStatusError;
+    expect(error).toBeInstanceOf(HttpStatusError);
+    expect(error.body).toBe("x".repeat(ERROR_BODY_LIMIT));
+    expect(sent).toBeLessThan(16 * 1024 * 1024); // the rest was not read: the body was cancelled
+  });
+
+  it("an API key with a line break is refused before sending, and the error does not show the key", async () => {
+    const provider = new Provider({ baseURL: `${server.origin}/v1`, apiKey: "sk-SECRET123\r\nX-Injected: 1" });
+    const error = (await rejection(provider.chat.completions(request))) as Error;
+    expect(error).toBeInstanceOf(TypeError);
+    expect(error.message).toMatch(/^Header "Authorization" holds a character a header cannot carry/);
+    expect(error.message).not.toContain("SECRET");
+    expect(server.requests).toHaveLength(0);
   });
 });
 
