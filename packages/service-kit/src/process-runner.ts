@@ -615,7 +615,7 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
 const NetServerClose = NetServerClass.prototype.close;
 
 /** How long a stopping process keeps answering on HTTP/1.1 connections already open (see lingerOnOpenConnections). */
-const SHUTDOWN_LINGER_MS = 300;
+const SHUTDOWN_LINGER_MS = 100;
 
 /**
  * The first step of a shutdown on the HTTP/1.1 listener: no new connections, while the ones already open are answered
