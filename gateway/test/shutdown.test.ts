@@ -103,6 +103,7 @@ describe("graceful shutdown of a built process", () => {
     const gate = new Promise<void>((r) => (release = r));
     let entered!: () => void;
     const inHandler = new Promise<void>((r) => (entered = r));
+    let calls = 0;
     const slow: ServiceModule = {
       name: "slow",
       services: [ConfigService],
@@ -111,6 +112,7 @@ describe("graceful shutdown of a built process", () => {
       async create() {
         const impl = {
           async getConfig(req: { configId: string }) {
+            calls++;
             entered();
             await gate;
             return { config: { configId: req.configId, data: "finished" } };
@@ -126,7 +128,7 @@ describe("graceful shutdown of a built process", () => {
     const call = client.getConfig({ namespace: "{x}", configId: "slow.yaml" });
     call.catch(() => {});
     await inHandler;
-    return { proc, urls, call, release };
+    return { proc, urls, call, release, inHandler: () => calls };
   }
 
   it("readiness turns DOWN at once, an in-flight unary call finishes, new connections are refused, then everything closes", async () => {
@@ -166,6 +168,31 @@ describe("graceful shutdown of a built process", () => {
       expect((await fetch(`${urls.managementUrl}/actuator/health/readiness`)).status).toBe(503);
       expect(await getConfig()).toEqual({ status: 200, connection: "close" });
       await expect(fetch(`${urls.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).rejects.toThrow();
+      await stopping;
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it("a call in flight when shutdown begins is answered with Connection: close, so its client does not send on that connection again", async () => {
+    const { proc, urls, call, release, inHandler } = await slowProcess("10s");
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      // a second slow call, on a pooled connection of its own
+      const inFlight = new Promise<{ status?: number; connection?: string }>((resolve, reject) => {
+        const req = http.request(`${urls.url}/gov.config.v1.ConfigService/GetConfig`, { method: "POST", agent, headers: { "content-type": "application/json" } }, (res) => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode, connection: res.headers.connection }));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify({ namespace: "{x}", configId: "b.yaml" }));
+      });
+      await expect.poll(inHandler).toBe(2); // both calls are in their handler
+      const stopping = proc.shutdown();
+      expect((await fetch(`${urls.managementUrl}/actuator/health/readiness`)).status).toBe(503);
+      release();
+      expect(await inFlight).toEqual({ status: 200, connection: "close" });
+      await call;
       await stopping;
     } finally {
       agent.destroy();

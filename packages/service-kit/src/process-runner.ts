@@ -1,6 +1,7 @@
 import { setMaxListeners } from "node:events";
 import type { Http2Server, Http2Session } from "node:http2";
-import { Server as NetServerClass, type Server as NetServer } from "node:net";
+import type { ServerResponse } from "node:http";
+import { Server as NetServerClass, type Server as NetServer, type Socket } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
@@ -354,6 +355,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   }
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
   const sessions = grpc ? trackSessions(grpc.server as unknown as Http2Server) : new Set<Http2Session>();
+  const connections = trackConnections(http.server as unknown as NetServer);
 
   // Listening addresses: the gateway's (PORT, HOST, gov.grpc.port), or the first local module's own endpoint.
   const own = options.gateway ? undefined : localPlans[0].endpoint;
@@ -387,7 +389,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     await new Promise((resolve) => setImmediate(resolve));
     const deadline = Date.now() + settings.shutdownGrace;
     const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
-    await lingerOnOpenConnections(http, Math.min(deadline, Date.now() + SHUTDOWN_LINGER_MS));
+    await lingerOnOpenConnections(http, connections, deadline);
     drain.begin();
     for (const app of servers) app.server.close(() => {}); // no new connections (the HTTP/1.1 listener has none since the linger)
     for (const session of sessions) session.close(); // GOAWAY: clients finish their streams and reconnect elsewhere
@@ -614,26 +616,47 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
 
 const NetServerClose = NetServerClass.prototype.close;
 
-/** How long a stopping process keeps answering on HTTP/1.1 connections already open (see lingerOnOpenConnections). */
-const SHUTDOWN_LINGER_MS = 100;
+/**
+ * How long a stopping process waits for the next request on its open HTTP/1.1 connections before it closes the idle
+ * ones (see lingerOnOpenConnections).
+ */
+const SHUTDOWN_QUIET_MS = 100;
+
+/** The HTTP/1.1 listener's open connections (tracked per connection, so nothing is added to a request's path). */
+function trackConnections(server: NetServer): Set<Socket> {
+  const sockets = new Set<Socket>();
+  server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+  });
+  return sockets;
+}
 
 /**
- * The first step of a shutdown on the HTTP/1.1 listener: no new connections, while the ones already open are answered
- * for a moment longer, each answer closing its connection (`Connection: close`). Closing them idle at once (what Node's
- * `server.close()` does) resets a request a client sent on a pooled connection in that very instant: unread, yet to a
- * gateway a write that "may or may not have been applied" (504). A client that got its answer with `Connection: close`
- * opens its next connection elsewhere. Ends when every connection has closed or at `until`; the watches still open
- * (they hold their connections) end with the drain after it.
+ * The first step of a shutdown on the HTTP/1.1 listener: no new connections, while the ones already open are still
+ * answered, each answer closing its connection (`Connection: close`) — the answers to calls in flight too. A client
+ * pools its connections and may send on one at any moment; closing them idle at once (what Node's `server.close()`
+ * does) resets a request sent in that instant: unread, yet to a gateway a write that "may or may not have been
+ * applied" (504). So the idle ones are closed only once no request has come for a moment (a client under load empties
+ * its pool here, one answer at a time, and opens its next connections elsewhere), all connections are gone, or the
+ * grace is over. Watches hold their connections open; they end with the drain after this.
  */
-async function lingerOnOpenConnections(app: FastifyInstance, until: number): Promise<void> {
-  const server = app.server as unknown as NetServer & { prependListener(event: "request", fn: (req: unknown, res: { shouldKeepAlive: boolean }) => void): void };
+async function lingerOnOpenConnections(app: FastifyInstance, sockets: Set<Socket>, deadline: number): Promise<void> {
+  const server = app.server as unknown as NetServer & { prependListener(event: "request", fn: (req: unknown, res: ServerResponse) => void): void };
   if (!server.listening) return;
+  let lastRequest = Date.now();
   server.prependListener("request", (_req, res) => {
     res.shouldKeepAlive = false;
+    lastRequest = Date.now();
   });
+  // The calls in flight answer with `Connection: close` as well, so that their clients do not send on them again.
+  for (const socket of sockets) {
+    const res = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+    if (res && !res.headersSent) res.shouldKeepAlive = false;
+  }
   // net.Server's close, not http.Server's: that one also closes the idle connections at once, which is the point to avoid.
   NetServerClose.call(server, () => {});
-  await waitUntil(async () => (await connectionsOf(server)) === 0, until);
+  await waitUntil(async () => sockets.size === 0 || Date.now() - lastRequest >= SHUTDOWN_QUIET_MS, deadline);
 }
 
 const connectionsOf = (server: NetServer) => new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
