@@ -354,8 +354,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     }
   }
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
-  const sessions = grpc ? trackSessions(grpc.server as unknown as Http2Server) : new Set<Http2Session>();
-  const connections = trackConnections(http.server as unknown as NetServer);
+  const sessions = grpc ? trackOpen<Http2Session>(grpc.server as unknown as Http2Server, "session") : new Set<Http2Session>();
+  const connections = trackOpen<Socket>(http.server as unknown as NetServer, "connection");
 
   // Listening addresses: the gateway's (PORT, HOST, gov.grpc.port), or the first local module's own endpoint.
   const own = options.gateway ? undefined : localPlans[0].endpoint;
@@ -595,13 +595,17 @@ function createDrain() {
   };
 }
 
-function trackSessions(server: Http2Server): Set<Http2Session> {
-  const sessions = new Set<Http2Session>();
-  server.on("session", (session: Http2Session) => {
-    sessions.add(session);
-    session.once("close", () => sessions.delete(session));
+/**
+ * What a server has open, each until it closes: an h2 listener's sessions (`session`), an HTTP/1.1 listener's
+ * connections (`connection`). Tracked per session or connection, so nothing is added to a request's path.
+ */
+function trackOpen<T extends { once(event: "close", listener: () => void): unknown }>(server: { on(event: string, listener: (item: T) => void): unknown }, event: "session" | "connection"): Set<T> {
+  const open = new Set<T>();
+  server.on(event, (item: T) => {
+    open.add(item);
+    item.once("close", () => open.delete(item));
   });
-  return sessions;
+  return open;
 }
 
 function logAccess(app: FastifyInstance, logger: Logger): void {
@@ -621,16 +625,6 @@ const NetServerClose = NetServerClass.prototype.close;
  * ones (see lingerOnOpenConnections).
  */
 const SHUTDOWN_QUIET_MS = 100;
-
-/** The HTTP/1.1 listener's open connections (tracked per connection, so nothing is added to a request's path). */
-function trackConnections(server: NetServer): Set<Socket> {
-  const sockets = new Set<Socket>();
-  server.on("connection", (socket: Socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-  });
-  return sockets;
-}
 
 /**
  * The first step of a shutdown on the HTTP/1.1 listener: no new connections, while the ones already open are still
