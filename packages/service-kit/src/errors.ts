@@ -15,10 +15,17 @@ export { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError };
  */
 export function toConnectError(err: unknown, logger: Logger): ConnectError {
   if (err instanceof ConnectError) return err;
-  if (err instanceof WriteOutcomeUnknownError) return new ConnectError(err.message, Code.DeadlineExceeded);
-  if (err instanceof StoreUnavailableError) return new ConnectError(err.message, Code.Unavailable);
+  const outage = outageError(err);
+  if (outage) return outage;
   logger.error({ err }, "unexpected error in a handler");
   return new ConnectError("internal error: the server logged the details", Code.Internal);
+}
+
+/** A store outage as the Connect error it is answered with: `unavailable`, or `deadline_exceeded` for a write whose outcome is unknown. */
+export function outageError(err: unknown): ConnectError | undefined {
+  if (err instanceof WriteOutcomeUnknownError) return new ConnectError(err.message, Code.DeadlineExceeded);
+  if (err instanceof StoreUnavailableError) return new ConnectError(err.message, Code.Unavailable);
+  return undefined;
 }
 
 /**

@@ -2,7 +2,7 @@ import { getOption, type DescField, type DescMessage, type DescMethod } from "@b
 import { FeatureSet_FieldPresence, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { http } from "@gov/api";
-import { nothingWritten, restStatusOf } from "@gov/service-kit";
+import { nothingWritten, outageError, restStatusOf } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
 import { NO_OUTCOME, type AuditWriter } from "./audit-log.js";
@@ -278,7 +278,9 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
     try {
       res = await next(request as R);
     } catch (err) {
-      const e = ConnectError.from(err);
+      // what the client is answered: an outage met by the authorization check (inside this interceptor, outside the
+      // error interceptor) is a 503, not the 500 ConnectError.from would make of it
+      const e = outageError(err) ?? ConnectError.from(err);
       let msg = e.rawMessage;
       if (e.code === Code.Unauthenticated && !req.contextValues.get(principalKey)) {
         const left = refusals.take(call.base.ip, now());

@@ -45,6 +45,9 @@ describe("the guard during a store outage", () => {
     await expect(client.setConfig({ namespace: ns("outage"), configId: "a.yaml", data: "a: 1" })).rejects.toMatchObject({ code: 14, rawMessage: expect.stringContaining("nothing was written") });
     state.down = false;
     expect((await p.rest("GET", path, { token: accessToken })).status).toBe(200);
+    // the audit log records what the clients were answered (the REST PUT and the Connect SetConfig), 503, not an internal error
+    const audit = await p.rest("GET", `/v1/audit-log?query=${encodeURIComponent("/a.yaml")}&limit=10`, { token: accessToken });
+    expect((audit.body as { list: { action: string; status: number }[] }).list.filter((e) => e.action === "PUT").map((e) => e.status)).toEqual([503, 503]);
   });
 
   it("the management listener still knows an admin's token while users cannot be read (health details, for the operator)", async () => {
