@@ -30,9 +30,24 @@ export async function readText(response: Response, url: string, signal?: AbortSi
  */
 export const ERROR_BODY_LIMIT = 1024 * 1024;
 
-/** Reads the body as text up to `limit` bytes; the rest is not read (the body is cancelled). */
-async function readTextUpTo(response: Response, url: string, limit: number, signal?: AbortSignal): Promise<string> {
-  if (!response.body) return readText(response, url, signal);
+/**
+ * Most of a JSON result that is read (bytes): far above any chat completion, so that only a server that never stops
+ * sending meets it — the call then fails with a {@link DecodeError} instead of filling the client's memory.
+ */
+export const RESULT_BODY_LIMIT = 64 * 1024 * 1024;
+
+/** Reads a JSON result: the parsed value, or {@link DecodeError} when it is not JSON or over {@link RESULT_BODY_LIMIT}. */
+export async function readJsonResult(response: Response, url: string, signal?: AbortSignal): Promise<unknown> {
+  const { text, cut } = await readTextUpTo(response, url, RESULT_BODY_LIMIT, signal);
+  if (cut) {
+    throw new DecodeError(`Response body is over ${RESULT_BODY_LIMIT} bytes (the rest was not read): not a chat completion`, snippet(text));
+  }
+  return parseJson(text, "Response body");
+}
+
+/** Reads the body as text up to `limit` bytes; the rest is not read (the body is cancelled, and `cut` says so). */
+async function readTextUpTo(response: Response, url: string, limit: number, signal?: AbortSignal): Promise<{ text: string; cut: boolean }> {
+  if (!response.body) return { text: await readText(response, url, signal), cut: false };
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let text = "";
@@ -40,13 +55,13 @@ async function readTextUpTo(response: Response, url: string, limit: number, sign
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return text + decoder.decode();
+      if (done) return { text: text + decoder.decode(), cut: false };
       const room = limit - bytes;
       bytes += value.byteLength;
-      if (value.byteLength >= room) {
+      if (value.byteLength > room) {
         text += decoder.decode(value.subarray(0, room)); // a character cut at the limit shows as U+FFFD
         await reader.cancel().catch(() => {});
-        return text;
+        return { text, cut: true };
       }
       text += decoder.decode(value, { stream: true });
     }
@@ -62,7 +77,7 @@ async function readTextUpTo(response: Response, url: string, limit: number, sign
  * its first {@link ERROR_BODY_LIMIT} bytes.
  */
 export async function readBody(response: Response, url: string, signal?: AbortSignal): Promise<unknown> {
-  const text = await readTextUpTo(response, url, ERROR_BODY_LIMIT, signal);
+  const { text } = await readTextUpTo(response, url, ERROR_BODY_LIMIT, signal);
   if (text === "") return text;
   try {
     return JSON.parse(text);

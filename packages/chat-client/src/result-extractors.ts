@@ -2,13 +2,13 @@
 import { toChatStream, type ChatStreamOptions } from "./chat-stream.js";
 import { ContentTypeError, DecodeError } from "./errors.js";
 import type { FetchExchange, ResultExtractor } from "./fetcher.js";
-import { parseJson, readBody, readText } from "./response-body.js";
+import { readBody, readJsonResult } from "./response-body.js";
 import type { ChatStream } from "./types.js";
 
-/** Reads the whole body and parses it as JSON ({@link DecodeError} if it is not). */
+/** Reads the body and parses it as JSON ({@link DecodeError} if it is not, or is over 64 MiB). */
 export const jsonResultExtractor: ResultExtractor = async (exchange: FetchExchange) => {
   const response = exchange.response!;
-  return parseJson(await readText(response, response.url, exchange.request.signal), "Response body");
+  return readJsonResult(response, response.url, exchange.request.signal);
 };
 
 /**

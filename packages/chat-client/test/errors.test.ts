@@ -14,7 +14,7 @@ import {
   StreamError,
   TimeoutError,
 } from "../src/index.js";
-import { ERROR_BODY_LIMIT } from "../src/response-body.js";
+import { ERROR_BODY_LIMIT, RESULT_BODY_LIMIT } from "../src/response-body.js";
 import { readAll } from "./support/byte-streams.js";
 import { chunk, sleep, sse, startLoopbackServer, type LoopbackServer } from "./support/loopback-server.js";
 
@@ -102,6 +102,26 @@ describe("what a hostile server or a bad key cannot do", () => {
     expect(error).toBeInstanceOf(HttpStatusError);
     expect(error.body).toBe("x".repeat(ERROR_BODY_LIMIT));
     expect(sent).toBeLessThan(16 * 1024 * 1024); // the rest was not read: the body was cancelled
+  });
+
+  it("a JSON result that never ends is refused past 64 MiB with DecodeError: the call settles, without reading the rest", async () => {
+    let sent = 0;
+    server.handle((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      const piece = "[" + "1,".repeat(32 * 1024);
+      const more = () => {
+        while (!res.destroyed && sent < 4 * RESULT_BODY_LIMIT) {
+          sent += piece.length;
+          if (!res.write(piece)) return void res.once("drain", more);
+        }
+        res.end();
+      };
+      more();
+    });
+    const error = (await rejection(chat().completions(request))) as DecodeError;
+    expect(error).toBeInstanceOf(DecodeError);
+    expect(error.message).toBe(`Response body is over ${RESULT_BODY_LIMIT} bytes (the rest was not read): not a chat completion`);
+    expect(sent).toBeLessThan(2 * RESULT_BODY_LIMIT);
   });
 
   it("an API key with a line break is refused before sending, and the error does not show the key", async () => {
