@@ -83,14 +83,13 @@ describe("HTTP status errors", () => {
 });
 
 describe("what a hostile server or a bad key cannot do", () => {
-  it("an error body that never ends is cut at 1 MiB: the call settles, with the body's beginning", async () => {
-    // A server (or a proxy in front of it) that answers 500 and keeps sending: the body was read whole, without end.
+  /** The server answers `status` and sends `piece` after `piece` (up to `max` characters) for as long as it is read. */
+  const endlessAnswer = (status: number, contentType: string, piece: string, max: number): (() => number) => {
     let sent = 0;
     server.handle((_req, res) => {
-      res.writeHead(500, { "content-type": "text/plain" });
-      const piece = "x".repeat(64 * 1024);
+      res.writeHead(status, { "content-type": contentType });
       const more = () => {
-        while (!res.destroyed && sent < 64 * 1024 * 1024) {
+        while (!res.destroyed && sent < max) {
           sent += piece.length;
           if (!res.write(piece)) return void res.once("drain", more);
         }
@@ -98,30 +97,24 @@ describe("what a hostile server or a bad key cannot do", () => {
       };
       more();
     });
+    return () => sent;
+  };
+
+  it("an error body that never ends is cut at 1 MiB: the call settles, with the body's beginning", async () => {
+    // A server (or a proxy in front of it) that answers 500 and keeps sending: the body was read whole, without end.
+    const sent = endlessAnswer(500, "text/plain", "x".repeat(64 * 1024), 64 * 1024 * 1024);
     const error = (await rejection(chat().completions(request))) as HttpStatusError;
     expect(error).toBeInstanceOf(HttpStatusError);
     expect(error.body).toBe("x".repeat(ERROR_BODY_LIMIT));
-    expect(sent).toBeLessThan(16 * 1024 * 1024); // the rest was not read: the body was cancelled
+    expect(sent()).toBeLessThan(16 * 1024 * 1024); // the rest was not read: the body was cancelled
   });
 
   it("a JSON result that never ends is refused past 64 MiB with DecodeError: the call settles, without reading the rest", async () => {
-    let sent = 0;
-    server.handle((_req, res) => {
-      res.writeHead(200, { "content-type": "application/json" });
-      const piece = "[" + "1,".repeat(32 * 1024);
-      const more = () => {
-        while (!res.destroyed && sent < 4 * RESULT_BODY_LIMIT) {
-          sent += piece.length;
-          if (!res.write(piece)) return void res.once("drain", more);
-        }
-        res.end();
-      };
-      more();
-    });
+    const sent = endlessAnswer(200, "application/json", "[" + "1,".repeat(32 * 1024), 4 * RESULT_BODY_LIMIT);
     const error = (await rejection(chat().completions(request))) as DecodeError;
     expect(error).toBeInstanceOf(DecodeError);
     expect(error.message).toBe(`Response body is over ${RESULT_BODY_LIMIT} bytes (the rest was not read): not a chat completion`);
-    expect(sent).toBeLessThan(2 * RESULT_BODY_LIMIT);
+    expect(sent()).toBeLessThan(2 * RESULT_BODY_LIMIT);
   });
 
   it("an API key with a line break is refused before sending, and the error does not show the key", async () => {
