@@ -1,38 +1,22 @@
 // Two replies a durable write meets around a failover, which were answered as internal errors (HTTP 500):
 // NOSCRIPT (the node's script cache was emptied while this connection had already sent the script: nothing ran) and
 // UNBLOCKED on the WAIT (the master was demoted with the write applied and its WAIT out: the outcome is unknown).
-import { startRedis, type RedisServer } from "@gov/testkit";
+import type { RedisServer } from "@gov/testkit";
+import { startReplicaPair, until, type ReplicaPair } from "./replica-pair.js";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connectRedis, defineScript, describeWriteFailure, quitQuietly, redisCaller, requireReplicas, runDurableScript, writeMaySend, WriteOutcomeUnknownError, type RedisClient } from "../src/index.js";
 
 const APPEND = defineScript("test-durable-append-failover", 1, "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])");
-const BASE = Number(process.env.GOV_TEST_REDIS_BASE_PORT ?? 0); // 0: free ports
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-const linkUp = async (replica: RedisClient) => (await replica.info("replication")).includes("master_link_status:up");
 
 describe.skipIf(inject("redisSkipReason"))("durable writes: replies met around a failover", () => {
+  let pair: ReplicaPair;
   let master: RedisServer;
   let replica: RedisServer;
-  let replicaClient: RedisClient;
   beforeAll(async () => {
-    master = await startRedis(BASE ? { port: BASE } : {});
-    replica = await startRedis({ ...(BASE ? { port: BASE + 1 } : {}), args: ["--replicaof", "127.0.0.1", String(master.port)] });
-    replicaClient = await connectRedis(replica.url);
-    await until("the replica's link", () => linkUp(replicaClient));
+    pair = await startReplicaPair();
+    ({ master, replica } = pair);
   });
-  afterAll(async () => {
-    if (replica?.pid) process.kill(replica.pid, "SIGCONT");
-    await quitQuietly(replicaClient);
-    await replica?.stop();
-    await master?.stop();
-  });
+  afterAll(() => pair?.stop());
 
   it("a master that lost its scripts (NOSCRIPT): the write is sent again whole, and a WAIT follows it", async () => {
     const client = await connectRedis(master.url);

@@ -1,5 +1,6 @@
 import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { linkUp, startReplicaPair, until, type ReplicaPair } from "./replica-pair.js";
 import { connectRedis, defineScript, describeWriteFailure, quitQuietly, redisCaller, requireReplicas, runDurableScript, writeDurably, writeMaySend, WriteOutcomeUnknownError, type RedisClient } from "../src/index.js";
 
 /** Appends ARGV[1] to the list and answers the list's length: every acknowledged append must be found again. */
@@ -18,33 +19,17 @@ function observer() {
   };
 }
 
-/** Polls `check` until it holds (for hooks, where expect.poll is not allowed). */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-const linkUp = async (replica: RedisClient) => (await replica.info("replication")).includes("master_link_status:up");
 
 describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's own connection", () => {
+  let pair: ReplicaPair;
   let master: RedisServer;
   let replica: RedisServer;
   let replicaClient: RedisClient;
   beforeAll(async () => {
-    master = await startRedis();
-    replica = await startRedis({ args: ["--replicaof", "127.0.0.1", String(master.port)] });
-    replicaClient = await connectRedis(replica.url);
-    await until("the replica's link to its master", () => linkUp(replicaClient));
+    pair = await startReplicaPair();
+    ({ master, replica, replicaClient } = pair);
   });
-  afterAll(async () => {
-    if (replica?.pid) process.kill(replica.pid, "SIGCONT");
-    await quitQuietly(replicaClient);
-    await replica?.stop();
-    await master?.stop();
-  });
+  afterAll(() => pair?.stop());
 
   it("with min-replicas 1 an acknowledged write is on the replica when the caller hears of it", async () => {
     const client = await connectRedis(master.url);
