@@ -89,8 +89,8 @@ export async function closeDurableWriter(client: RedisClient): Promise<void> {
 }
 
 /** Redirections refuse a command unexecuted: the write may be sent again to the slot's new owner. */
-// NOSCRIPT: the node does not know the script (its script cache was emptied: a failover, a resync, SCRIPT FLUSH) while
-// ioredis believed this connection had loaded it; nothing was executed, and ioredis sends the whole script next time.
+// NOSCRIPT: the node does not know the script (never loaded there, or its script cache was emptied: a failover, a
+// resync, SCRIPT FLUSH); nothing was executed, and the write is sent again with the whole script (runDurableScript).
 const REDIRECTED = /^(MOVED|ASK) |same slots allocation group|^NOSCRIPT /;
 const MAX_REDIRECTIONS = 3;
 /** Most writes one pipeline carries ahead of its WAIT. */
