@@ -1,5 +1,5 @@
 import { Cluster } from "ioredis";
-import { defineScript, describeWriteFailure, followChanges, prepareScripts, quitQuietly, redisCaller, runDurableScript, writeDurably, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, redisWriteCaller, runDurableScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SystemNamespaceError, type NamespaceIndex } from "./namespace-index.js";
 
 export interface RedisNamespaceIndexOptions {
@@ -88,14 +88,9 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
    * A write of the index: a connection failure says whether it may have been applied ("outcome unknown") or surely was
    * not ("nothing was written"), as every other store write does — a register's first write is the index's.
    */
-  const written = async <T>(what: string, run: () => Promise<T>): Promise<T> => {
-    const maySend = writeMaySend(client);
-    try {
-      return await call(run);
-    } catch (err) {
-      throw describeWriteFailure(err, maySend, { what, howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe" });
-    }
-  };
+  const write = redisWriteCaller(client, call);
+  const written = <T>(what: string, run: () => Promise<T>): Promise<T> =>
+    write({ what, howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe" }, run);
 
   // Created at startup (contract §2): listing never misses the system namespace.
   await call(() => client.sadd(keys.index, system));

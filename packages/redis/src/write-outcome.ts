@@ -1,5 +1,6 @@
 import type { RedisClient } from "./connect.js";
 import { durableWriterOf } from "./durable-write.js";
+import type { RedisCall } from "./outage.js";
 import { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 
 /**
@@ -57,4 +58,19 @@ export function describeWriteFailure(err: unknown, maySend: boolean, write: Fail
     });
   }
   return nothingWritten(err);
+}
+
+/**
+ * A store's write through `call` (its `redisCaller`): a connection failure answers "outcome unknown" when the write may
+ * have reached Redis and "nothing was written" when it provably did not, described as `write` says.
+ */
+export function redisWriteCaller(client: RedisClient, call: RedisCall) {
+  return async <T>(write: FailedWrite, run: () => Promise<T>): Promise<T> => {
+    const maySend = writeMaySend(client); // read before the write is issued
+    try {
+      return await call(run);
+    } catch (err) {
+      throw describeWriteFailure(err, maySend, write);
+    }
+  };
 }

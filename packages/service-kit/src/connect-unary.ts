@@ -167,7 +167,8 @@ export function serveConnectUnary(
 
 /**
  * Whether `Accept-Encoding` names gzip with a non-zero weight. `gzip;q=0` says the client cannot take it (RFC 9110
- * §12.5.3); like Connect-ES, a wildcard alone does not count.
+ * §12.5.3); like Connect-ES, a wildcard alone does not count — which is why this is not the REST path's negotiator
+ * (@fastify/accept-negotiator takes `*` for gzip): the lean path answers as Connect-ES's handlers would.
  */
 export function acceptsGzip(header: string | string[] | undefined): boolean {
   for (const entry of String(header ?? "").split(",")) {

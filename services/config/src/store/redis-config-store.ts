@@ -1,10 +1,10 @@
 import { Cluster } from "ioredis";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { describeWriteFailure as describeRedisWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { followChanges, quitQuietly, redisCaller, redisWriteCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
 import { type ConfigChange, type ConfigOp, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
 import { DELETE_CHUNK, EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
-import { describeWriteFailure } from "./redis-write-outcome.js";
+import { failedConfigWrite } from "./redis-write-outcome.js";
 
 export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadCacheOptions {
   /** "redis" or "redis-cluster"; detected from the client when omitted. */
@@ -37,12 +37,10 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
    * A write through this store forgets its key at once (read-your-writes), not only when the event arrives.
    * A failed write says whether it may have been applied (see redis-write-outcome.ts).
    */
+  const written = redisWriteCaller(client, call);
   const write = async <T>(namespace: string, configId: string, op: ConfigOp, run: () => Promise<T>): Promise<T> => {
-    const maySend = writeMaySend(client); // also through its durable writes' connection (gov.redis.min-replicas)
     try {
-      return await call(run);
-    } catch (err) {
-      throw describeWriteFailure(err, maySend, { op, namespace, configId });
+      return await written(failedConfigWrite({ op, namespace, configId }), run);
     } finally {
       cache.invalidate(namespace, configId);
     }
@@ -131,15 +129,11 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
         for (let i = 0; i < all.length; i += DELETE_CHUNK) {
           const part = all.slice(i, i + DELETE_CHUNK);
           const keys = [idx, removedKey, ...part.flatMap((id) => configDataKeys(ns, id))];
-          const maySend = writeMaySend(client);
           let result: number;
           try {
-            result = await call(() => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
-          } catch (err) {
-            throw describeRedisWriteFailure(err, maySend, {
-              what: `the deletion of the configs of namespace "${ns}"`,
-              howToCheck: `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`,
-            });
+            const what = `the deletion of the configs of namespace "${ns}"`;
+            const howToCheck = `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`;
+            result = await written({ what, howToCheck }, () => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
           } finally {
             for (const id of part) cache.invalidate(ns, id);
           }

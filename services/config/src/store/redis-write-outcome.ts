@@ -1,8 +1,8 @@
-import { describeWriteFailure as describeRedisWriteFailure } from "@gov/redis";
+import type { FailedWrite } from "@gov/redis";
 import type { ConfigOp } from "./config-store.js";
 
 /**
- * What a failed Redis write of a config tells the caller: `@gov/redis` describeWriteFailure decides whether it may have
+ * What a failed Redis write of a config tells the caller: `@gov/redis` redisWriteCaller decides whether it may have
  * been applied (→ outcome unknown, 504) or surely was not (→ "nothing was written", 503); this file says, per
  * operation, what the write was and how to check it.
  */
@@ -28,8 +28,7 @@ function howToCheck({ op, namespace, configId }: WriteTarget): string {
   }
 }
 
-/** See `@gov/redis` describeWriteFailure; `maySend` is `writeMaySend(client)` read before the write was issued. */
-export function describeWriteFailure(err: unknown, maySend: boolean, target: WriteTarget): unknown {
-  const what = `the ${OP_NOUNS[target.op]} of config "${target.configId}" in namespace "${target.namespace}"`;
-  return describeRedisWriteFailure(err, maySend, { what, howToCheck: howToCheck(target) });
+/** The write of a config as its failure names it (see `@gov/redis` redisWriteCaller). */
+export function failedConfigWrite(target: WriteTarget): FailedWrite {
+  return { what: `the ${OP_NOUNS[target.op]} of config "${target.configId}" in namespace "${target.namespace}"`, howToCheck: howToCheck(target) };
 }

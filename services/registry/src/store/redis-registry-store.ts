@@ -1,5 +1,5 @@
 import { Cluster } from "ioredis";
-import { describeWriteFailure, followChanges, quitQuietly, redisCaller, writeMaySend, WriteOutcomeUnknownError, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { followChanges, quitQuietly, redisCaller, redisWriteCaller, WriteOutcomeUnknownError, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { excerpt } from "@gov/service-kit";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -124,14 +124,8 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
    * One write script: a connection failure answers "outcome unknown" (504) when the script may have reached Redis,
    * "nothing was written" (503) when it provably did not (see `@gov/redis` write-outcome.ts).
    */
-  const write = async <T>(target: WriteTarget, run: () => Promise<T>): Promise<T> => {
-    const maySend = writeMaySend(client);
-    try {
-      return await call(run);
-    } catch (err) {
-      throw describeWriteFailure(err, maySend, failedWrite(target));
-    }
-  };
+  const written = redisWriteCaller(client, call);
+  const write = <T>(target: WriteTarget, run: () => Promise<T>): Promise<T> => written(failedWrite(target), run);
 
   const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
 
@@ -232,16 +226,9 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
         // an empty index still takes one call: it drops the namespace's stat hash
         for (let i = 0; i === 0 || i < ids.length; i += DELETE_CHUNK) {
           const part = ids.slice(i, i + DELETE_CHUNK);
-          const maySend = writeMaySend(client);
-          let result: [number, number];
-          try {
-            result = await call(() => scripts.deleteNamespacePart(namespaceKeys(ns, part), eventChannel(ns), onlyIfEmpty, part));
-          } catch (err) {
-            throw describeWriteFailure(err, maySend, {
-              what: `the deletion of the services of namespace "${ns}"`,
-              howToCheck: `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`,
-            });
-          }
+          const what = `the deletion of the services of namespace "${ns}"`;
+          const howToCheck = `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`;
+          const result = await written({ what, howToCheck }, () => scripts.deleteNamespacePart(namespaceKeys(ns, part), eventChannel(ns), onlyIfEmpty, part));
           if (result[0] < 0) return undefined;
           services += result[0];
           instances += result[1];
