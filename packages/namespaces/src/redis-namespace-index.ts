@@ -88,9 +88,10 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
    * A write of the index: a connection failure says whether it may have been applied ("outcome unknown") or surely was
    * not ("nothing was written"), as every other store write does — a register's first write is the index's.
    */
-  const write = redisWriteCaller(client, call);
-  const written = <T>(what: string, run: () => Promise<T>): Promise<T> =>
-    write({ what, howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe" }, run);
+  const written = redisWriteCaller(client, call, (what: string) => ({
+    what,
+    howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe",
+  }));
 
   // Created at startup (contract §2): listing never misses the system namespace.
   await call(() => client.sadd(keys.index, system));

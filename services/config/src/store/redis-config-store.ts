@@ -37,10 +37,10 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
    * A write through this store forgets its key at once (read-your-writes), not only when the event arrives.
    * A failed write says whether it may have been applied (see redis-write-outcome.ts).
    */
-  const written = redisWriteCaller(client, call);
+  const written = redisWriteCaller(client, call, failedConfigWrite);
   const write = async <T>(namespace: string, configId: string, op: ConfigOp, run: () => Promise<T>): Promise<T> => {
     try {
-      return await written(failedConfigWrite({ op, namespace, configId }), run);
+      return await written({ op, namespace, configId }, run);
     } finally {
       cache.invalidate(namespace, configId);
     }
@@ -131,9 +131,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
           const keys = [idx, removedKey, ...part.flatMap((id) => configDataKeys(ns, id))];
           let result: number;
           try {
-            const what = `the deletion of the configs of namespace "${ns}"`;
-            const howToCheck = `list its configs (GET /v1/namespaces/${encodeURIComponent(ns)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`;
-            result = await written({ what, howToCheck }, () => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
+            result = await written({ op: "deleteNamespace", namespace: ns }, () => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
           } finally {
             for (const id of part) cache.invalidate(ns, id);
           }

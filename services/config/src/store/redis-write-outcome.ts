@@ -7,16 +7,20 @@ import type { ConfigOp } from "./config-store.js";
  * operation, what the write was and how to check it.
  */
 
-export interface WriteTarget {
+/** A write of one config. */
+interface ConfigWrite {
   op: ConfigOp;
   namespace: string;
   configId: string;
 }
 
+/** What a config store write is, for its failure's message: one config, or a part of a namespace delete. */
+export type WriteTarget = ConfigWrite | { op: "deleteNamespace"; namespace: string };
+
 const OP_NOUNS: Record<ConfigOp, string> = { set: "write", rollback: "rollback", remove: "delete" };
 
 /** How to learn a write's outcome, per operation; paths are the REST API's, RPC names in parentheses. */
-function howToCheck({ op, namespace, configId }: WriteTarget): string {
+function howToCheck({ op, namespace, configId }: ConfigWrite): string {
   const path = `/v1/namespaces/${encodeURIComponent(namespace)}/configs/${encodeURIComponent(configId)}`;
   switch (op) {
     case "set":
@@ -30,5 +34,11 @@ function howToCheck({ op, namespace, configId }: WriteTarget): string {
 
 /** The write of a config as its failure names it (see `@gov/redis` redisWriteCaller). */
 export function failedConfigWrite(target: WriteTarget): FailedWrite {
+  if (target.op === "deleteNamespace") {
+    return {
+      what: `the deletion of the configs of namespace "${target.namespace}"`,
+      howToCheck: `list its configs (GET /v1/namespaces/${encodeURIComponent(target.namespace)}/configs, or ListConfigs): [] means they are gone; deleting again is safe`,
+    };
+  }
   return { what: `the ${OP_NOUNS[target.op]} of config "${target.configId}" in namespace "${target.namespace}"`, howToCheck: howToCheck(target) };
 }

@@ -44,10 +44,12 @@ function toRecord(json: string | null | undefined, metadata: string | null | und
 
 /** A registry write, for the message a caller gets when its outcome is unknown. */
 type WriteTarget =
+  | { op: "deleteNamespace"; namespace: string }
   | { op: "putService" | "deleteService"; namespace: string; serviceId: string }
   | { op: "register" | "deregister" | "renew" | "setMetadata"; namespace: string; serviceId: string; instanceId: string };
 
 const WRITE_NOUNS: Record<WriteTarget["op"], string> = {
+  deleteNamespace: "deletion of the services",
   putService: "creation",
   deleteService: "deletion",
   register: "registration",
@@ -59,6 +61,12 @@ const WRITE_NOUNS: Record<WriteTarget["op"], string> = {
 /** What the write was and how to learn whether it was applied; every registry write may safely be repeated. */
 function failedWrite(t: WriteTarget): { what: string; howToCheck: string } {
   const services = `/v1/namespaces/${encodeURIComponent(t.namespace)}/services`;
+  if (t.op === "deleteNamespace") {
+    return {
+      what: `the deletion of the services of namespace "${t.namespace}"`,
+      howToCheck: `list its services (GET ${services}, or ListServices): [] means they are gone; deleting again is safe`,
+    };
+  }
   if (!("instanceId" in t)) {
     return {
       what: `the ${WRITE_NOUNS[t.op]} of service "${t.serviceId}" in namespace "${t.namespace}"`,
@@ -124,8 +132,7 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
    * One write script: a connection failure answers "outcome unknown" (504) when the script may have reached Redis,
    * "nothing was written" (503) when it provably did not (see `@gov/redis` write-outcome.ts).
    */
-  const written = redisWriteCaller(client, call);
-  const write = <T>(target: WriteTarget, run: () => Promise<T>): Promise<T> => written(failedWrite(target), run);
+  const write = redisWriteCaller(client, call, failedWrite);
 
   const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
 
@@ -226,9 +233,7 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
         // an empty index still takes one call: it drops the namespace's stat hash
         for (let i = 0; i === 0 || i < ids.length; i += DELETE_CHUNK) {
           const part = ids.slice(i, i + DELETE_CHUNK);
-          const what = `the deletion of the services of namespace "${ns}"`;
-          const howToCheck = `list its services (GET /v1/namespaces/${encodeURIComponent(ns)}/services, or ListServices): [] means they are gone; deleting again is safe`;
-          const result = await written({ what, howToCheck }, () => scripts.deleteNamespacePart(namespaceKeys(ns, part), eventChannel(ns), onlyIfEmpty, part));
+          const result = await write({ op: "deleteNamespace", namespace: ns }, () => scripts.deleteNamespacePart(namespaceKeys(ns, part), eventChannel(ns), onlyIfEmpty, part));
           if (result[0] < 0) return undefined;
           services += result[0];
           instances += result[1];

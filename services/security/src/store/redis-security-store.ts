@@ -1,4 +1,4 @@
-import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, redisWriteCaller, runDurableScript, runScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
+import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, redisWriteCaller, runDurableScript, runScript, writeDurably, type FailedWrite, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, ROLE_REMOVED, ROLE_UNBIND_PART, securityKeys, SET_ROLE, UNBIND_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
@@ -91,7 +91,7 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
    * when the script may have reached Redis, "nothing was written" (503) when it provably did not — as config and
    * registry writes do (`@gov/redis` write-outcome.ts).
    */
-  const written = redisWriteCaller(client, call);
+  const written = redisWriteCaller(client, call, (w: FailedWrite) => w);
   const write = <T>(what: string, howToCheck: string, run: () => Promise<T>): Promise<T> => written({ what, howToCheck }, run);
   const listUsersToCheck = "list the users (GET /v1/users, or ListUsers), which shows each user's roles and whether it is locked";
   const store: SecurityStore = {
