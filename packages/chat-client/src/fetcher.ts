@@ -142,14 +142,23 @@ function checkHeaderValues(headers: Record<string, string> | undefined): void {
   }
 }
 
-/** Joins `baseURL` and a relative path with exactly one `/`; absolute URLs are used as they are. */
+/**
+ * Joins `baseURL` and a relative path with exactly one `/`; absolute URLs are used as they are. A query on `baseURL`
+ * (Azure's `?api-version=…`) stays a query: the path goes before it, and a query of the path's own is added to it.
+ */
 export function resolveURL(baseURL: string, path: string): string {
   if (/^[a-z][a-z\d+.-]*:/i.test(path) || baseURL === "") return path;
-  let end = baseURL.length;
-  while (end > 0 && baseURL.charCodeAt(end - 1) === 47) end--;
+  const hash = baseURL.indexOf("#"); // a fragment is never sent; a path after it would not be either
+  const base = hash < 0 ? baseURL : baseURL.slice(0, hash);
+  const q = base.indexOf("?");
+  const [basePath, baseQuery] = q < 0 ? [base, ""] : [base.slice(0, q), base.slice(q + 1)];
+  let end = basePath.length;
+  while (end > 0 && basePath.charCodeAt(end - 1) === 47) end--;
   let start = 0;
   while (start < path.length && path.charCodeAt(start) === 47) start++;
-  return `${baseURL.slice(0, end)}/${path.slice(start)}`;
+  const joined = `${basePath.slice(0, end)}/${path.slice(start)}`;
+  if (baseQuery === "") return joined;
+  return `${joined}${joined.includes("?") ? "&" : "?"}${baseQuery}`;
 }
 
 /** Plain objects and arrays become JSON (adding `Content-Type` unless one is set); anything else passes through. */

@@ -149,4 +149,9 @@ describe("resolveURL", () => {
     expect(resolveURL("http://h/v1//", "/chat/completions")).toBe("http://h/v1/chat/completions");
     expect(resolveURL("http://h/v1", "https://other/x")).toBe("https://other/x");
   });
+  it("puts the path before a query of baseURL, and joins a query of the path's own to it", () => {
+    expect(resolveURL("http://h/d/?api-version=1", "/chat/completions")).toBe("http://h/d/chat/completions?api-version=1");
+    expect(resolveURL("http://h/d?api-version=1", "models?limit=2")).toBe("http://h/d/models?limit=2&api-version=1");
+    expect(resolveURL("http://h/d#frag", "chat/completions")).toBe("http://h/d/chat/completions");
+  });
 });

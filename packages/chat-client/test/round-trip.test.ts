@@ -39,6 +39,13 @@ describe("non-stream round trip", () => {
     expect(request.headers["content-type"]).toBe("application/json");
   });
 
+  it("keeps a baseURL's query (Azure's ?api-version=…) after the path", async () => {
+    server.handle(json(200, completion));
+    const provider = new Provider({ baseURL: `${server.origin}/openai/deployments/d1?api-version=2024-10-21`, apiKey: "k" });
+    await provider.chat.completions({ model: "test-model", messages: [{ role: "user", content: "Hi" }] });
+    expect(server.requests[0].url).toBe("/openai/deployments/d1/chat/completions?api-version=2024-10-21");
+  });
+
   it("forwards the body exactly: optional fields untouched (null, 0, false kept), no defaults added", async () => {
     server.handle(json(200, completion));
     const request: ChatRequest = {
