@@ -17,6 +17,8 @@ export interface ChatStreamOptions {
   maxEventSize?: number;
   /** Used in {@link NetworkError}s when the connection breaks mid-stream. */
   url?: string;
+  /** The caller's signal: a read failing with its abort reason rejects with that reason as it is. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -117,7 +119,7 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
         try {
           chunk = await reader.read();
         } catch (error) {
-          if (!finished) fail(readError(error, options.url));
+          if (!finished) fail(readError(error, options.url, options.signal));
           return;
         }
         if (finished) return;
@@ -170,8 +172,12 @@ function streamError(parsed: unknown, event: string): StreamError {
   return new StreamError(typeof message === "string" ? message : `Provider sent an error event: ${snippet(JSON.stringify(parsed))}`, error, event);
 }
 
-/** A body read that fails after the headers means the connection broke mid-stream. */
-function readError(error: unknown, url = ""): unknown {
+/**
+ * A body read that fails after the headers means the connection broke mid-stream, unless the caller aborted: its
+ * reason is what it sees, whatever its class (a reason that is a TypeError is not a broken connection).
+ */
+function readError(error: unknown, url = "", signal?: AbortSignal): unknown {
+  if (signal?.aborted && error === signal.reason) return error;
   if (error instanceof TypeError) return new NetworkError(`Connection lost while reading the stream (${error.message})`, url, { cause: error });
   return error;
 }

@@ -23,7 +23,7 @@ export function createStreamResultExtractor(options: Omit<ChatStreamOptions, "ur
       throw new ContentTypeError(contentType, await readBody(response, response.url, exchange.request.signal));
     }
     if (response.body === null) throw new DecodeError("The event-stream response has no body");
-    return toChatStream(response.body, { ...options, url: response.url });
+    return toChatStream(response.body, { ...options, url: response.url, signal: exchange.request.signal });
   };
 }
 

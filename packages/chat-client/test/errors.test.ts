@@ -243,4 +243,20 @@ describe("network and timeout errors", () => {
     // Already aborted: the request itself rejects with the same reason, not as a NetworkError.
     await expect(client.completions(request)).rejects.toBe(reason);
   });
+
+  it("an abort reason that is a TypeError comes back as it is, mid-stream and before the request, not as a NetworkError", async () => {
+    server.handle(async (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })));
+    });
+    const controller = new AbortController();
+    const fetcher = new Fetcher({ baseURL: server.origin, interceptors: { request: [(exchange) => void (exchange.request.signal = controller.signal)] } });
+    const client = new ChatClient({ fetcher });
+    const reader = (await client.completions({ ...request, stream: true })).getReader();
+    expect((await reader.read()).done).toBe(false);
+    const reason = new TypeError("stopped by the caller");
+    controller.abort(reason);
+    await expect(reader.read()).rejects.toBe(reason);
+    await expect(client.completions(request)).rejects.toBe(reason);
+  });
 });
