@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type BodyLimit, type Logger } from "@gov/service-kit";
 import { gatewaySettings } from "./settings.js";
 
@@ -105,18 +105,22 @@ export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, w
 /** Every failure, whatever raised it, leaves as `{code, message}` with the status of the table above. */
 export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}): void {
   const refuseWrongMethod = wrongMethodRefuser(app);
-  app.setErrorHandler((err, req, reply) => {
-    const rest = toRestError(err, limitsFor(req, err, limits));
-    logFailure(req, err, rest);
-    void reply.status(rest.status).type("application/json").send(rest.body);
-  });
-  app.setNotFoundHandler((req, reply) => {
+  const notFound = (req: FastifyRequest, reply: FastifyReply): void => {
     if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
     if (refuseWrongMethod(req, reply)) return;
     const path = req.url.split("?")[0];
     const hint = hasEmptySegment(path) ? `a path segment is empty (a trailing or doubled "/"): remove it` : "see /docs for the REST API";
     void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(path)}: ${hint}` });
+  };
+  app.setErrorHandler((err, req, reply) => {
+    // A body Fastify could not parse (bad JSON, over its limit) on a path that has no route: what the caller must fix
+    // first is the path or method, so it gets the same 404 / 405 / unimplemented as with a good body.
+    if (req.is404) return notFound(req, reply);
+    const rest = toRestError(err, limitsFor(req, err, limits));
+    logFailure(req, err, rest);
+    void reply.status(rest.status).type("application/json").send(rest.body);
   });
+  app.setNotFoundHandler(notFound);
 }
 
 /** Fastify's `frameworkErrors` and `clientErrorHandler`: the same on the gateway as on every service listener. */

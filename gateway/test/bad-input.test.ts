@@ -35,6 +35,8 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "config id with a control character", method: "PUT", url: `/configs/${seg("a\u0001")}`, payload: "x", status: 400, code: "invalid_argument" },
     { name: "unknown route", method: "GET", url: "/nope", status: 404, code: "not_found", message: /\/docs/ },
     { name: "wrong method on a known path", method: "PATCH", url: "/configs/keep", payload: "x", status: 405, code: "unimplemented", message: /use GET, HEAD, PUT, DELETE/ },
+    { name: "unknown route with a body that is not JSON: the path is what to fix", method: "POST", url: "/nope", payload: "{", headers: { "content-type": "application/json" }, status: 404, code: "not_found", message: /\/docs/ },
+    { name: "wrong method on a known path with a body that is not JSON", method: "PATCH", url: "/configs/keep", payload: "{", headers: { "content-type": "application/json" }, status: 405, code: "unimplemented", message: /use GET, HEAD, PUT, DELETE/ },
     { name: "a trailing slash (an empty segment) is no known path, not a 405 naming another route's methods", method: "PUT", url: "/configs/keep/", payload: "x", status: 404, code: "not_found", message: /path segment is empty/ },
     { name: "bad percent-escape", method: "GET", url: "/configs/%E0%A4%A", status: 400, code: "invalid_argument", message: /percent-escape/ },
   ];

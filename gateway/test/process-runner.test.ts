@@ -143,8 +143,11 @@ describe("management listener", () => {
   });
 
   it("refuses like every other listener, in the contract's {code, message} shape: a body, a bad escape, a slow request, non-HTTP", async () => {
-    const body = await fetch(`${urls.managementUrl}/actuator/health`, { method: "POST", body: "x".repeat(4096), headers: { "content-type": "application/json" } });
+    const body = await fetch(`${urls.managementUrl}/actuator/idgen/nothing`, { method: "DELETE", body: "x".repeat(4096), headers: { "content-type": "application/json" } });
     expect([body.status, await body.json()]).toEqual([413, { code: "resource_exhausted", message: expect.stringMatching(/limit of 1024 bytes/) }]);
+    // on a path with no route for the method, that is what to fix first, whatever the body
+    const wrongWithBody = await fetch(`${urls.managementUrl}/actuator/health`, { method: "POST", body: "x".repeat(4096), headers: { "content-type": "application/json" } });
+    expect([wrongWithBody.status, (await wrongWithBody.json()).code]).toEqual([405, "unimplemented"]);
     const escape = await fetch(`${urls.managementUrl}/actuator/bad%zzescape`);
     const refused = await escape.json();
     expect([escape.status, refused.code]).toEqual([400, "invalid_argument"]);

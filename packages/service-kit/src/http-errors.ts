@@ -40,10 +40,17 @@ export function fastifyRefusal(err: FastifyError, tooLarge: string): { status: n
 }
 
 /**
- * A listener's Fastify error handler: {@link fastifyRefusal}'s answer, and a 500's details in the log as `what`.
+ * A listener's Fastify error handler: {@link fastifyRefusal}'s answer, and a 500's details in the log as `what`. A
+ * body Fastify could not take (not JSON, over its limit) on a path with no route gets `notFound`'s answer instead, as
+ * a good body would: the path or method is what the caller must fix first.
  */
-export function refusalHandler(tooLarge: string, what: string): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
+export function refusalHandler(
+  tooLarge: string,
+  what: string,
+  notFound: (req: FastifyRequest, reply: FastifyReply) => void,
+): (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void {
   return (err, req, reply) => {
+    if (req.is404) return notFound(req, reply);
     const answer = fastifyRefusal(err, tooLarge);
     if (answer.status >= 500) req.log.error({ err, method: req.method, path: excerpt(req.url.split("?")[0]) }, what);
     void reply.status(answer.status).type("application/json").send(answer.body);

@@ -1,4 +1,4 @@
-import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance } from "fastify";
+import { fastify, LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { wrongMethodRefuser } from "./allowed-methods.js";
 import type { ServingState } from "./grpc/health.js";
 import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
@@ -161,14 +161,15 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     const { contentType, body } = await metrics.scrape();
     return reply.header("content-type", contentType).send(body);
   });
-  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`, "management request failed"));
-  app.setNotFoundHandler((req, reply) => {
+  const notFound = (req: FastifyRequest, reply: FastifyReply): void => {
     if (refuseWrongMethod(req, reply)) return;
     void reply.status(404).send({
       code: "not_found",
       message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
     });
-  });
+  };
+  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`, "management request failed", notFound));
+  app.setNotFoundHandler(notFound);
   return app;
 }
 

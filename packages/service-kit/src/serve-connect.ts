@@ -1,7 +1,7 @@
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
-import { fastify, type FastifyInstance } from "fastify";
+import { fastify, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { vouchForwardedFor } from "./client-address.js";
 import { registerCors } from "./cors.js";
 import { logListening, quietFastifyLogging } from "./fastify-logging.js";
@@ -100,15 +100,17 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   });
   const grpcExtras = http2 ? { serving: options.serving ?? alwaysServing, closing: closing.signal } : undefined;
   if (!http2) await registerCors(app as unknown as FastifyInstance, options.corsOrigins ?? []); // browsers speak HTTP/1.1 here, not h2c
-  // What Fastify itself refuses — a content type no parser takes (before Connect-ES sees the call), a body it cannot
-  // parse or over its default limit before the 404 of a path that is no RPC — in the contract's shape rather than
-  // Fastify's. Set before the RPC scope is registered, which takes the handler its parent has then.
-  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`, "request failed"));
-  await registerRpcs(app as unknown as FastifyInstance, { ...options, http2, grpc: grpcExtras });
-  app.setNotFoundHandler((req, reply) => {
+  // What Fastify itself refuses — a content type no parser takes (before Connect-ES sees the call) — in the contract's
+  // shape rather than Fastify's; a body it cannot parse or over its default limit on a path that is no RPC gets the
+  // same `unimplemented` / 404 as with a good body. Set before the RPC scope is registered, which takes the handler its
+  // parent has then.
+  const notFound = (req: FastifyRequest, reply: FastifyReply): void => {
     if (answerUnknownRpc(req, reply)) return;
     void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: this listener serves RPCs only` });
-  });
+  };
+  app.setErrorHandler(refusalHandler(`the request body is over the limit of ${app.initialConfig.bodyLimit} bytes for a path that is not an RPC of this listener`, "request failed", notFound));
+  await registerRpcs(app as unknown as FastifyInstance, { ...options, http2, grpc: grpcExtras });
+  app.setNotFoundHandler(notFound);
   return app as unknown as FastifyInstance;
 }
 
