@@ -13,7 +13,8 @@ export const leaseStopped = (s: LeaseState | undefined) => s !== undefined && (s
 
 /**
  * The `machineId` health component (seed Area C): UP, or DOWN with the error and the time of the failed renewal while
- * the last renewal failed; once the lease is lost the generators have stopped, which shows as DOWN with the stop time.
+ * the last renewal failed, or with `checking: true` while a wall-clock jump past the stop deadline is checked with the
+ * store; once the lease is lost the generators have stopped, which shows as DOWN with the stop time.
  * A manual machine id has no lease and is always UP.
  */
 export function machineIdHealth(idgen: IdGen): ComponentHealth {
@@ -23,6 +24,20 @@ export function machineIdHealth(idgen: IdGen): ComponentHealth {
   if (s.status === "UP") return { status: "UP", details: { ...base, lastRenewalAt: iso(s.lastRenewalAt), stopDeadline: iso(s.stopDeadline) } };
   if (s.status === "DOWN") {
     return { status: "DOWN", details: { ...base, error: s.lastError, failedAt: iso(s.failedAt), consecutiveFailures: s.consecutiveFailures, stopDeadline: iso(s.stopDeadline) } };
+  }
+  if (s.status === "CHECKING") {
+    // a passing state (one renewal): no ids until the store confirms the lease after a suspend or a forward clock step
+    return {
+      status: "DOWN",
+      details: {
+        ...base,
+        checking: true,
+        reason: `the wall clock ran ${s.wallGapMs} ms ahead of the monotonic clock (host suspended, or a forward clock step) past the lease's stop deadline; no ids until a renewal confirms the lease`,
+        checkingSince: iso(s.checkingSince),
+        error: s.lastError,
+        failedAt: iso(s.failedAt),
+      },
+    };
   }
   if (s.status === "REVERTED") return { status: "DOWN", details: { ...base, error: "the machine id was released at shutdown", stopped: true } };
   // LOST: past the deadline the stop rule fired at the deadline; before it, the store said the lease is gone

@@ -101,7 +101,7 @@ export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
   const num = (v: unknown) => (typeof v === "number" ? v : undefined);
 
   const families = [
-    family("idgen_machine_lease_up", "1 while the machine-id lease is healthy (manual ids are always up), 0 while the last renewal failed or after the lease was lost", "gauge", () => {
+    family("idgen_machine_lease_up", "1 while the machine-id lease is healthy (manual ids are always up), 0 while the last renewal failed, while a wall-clock jump is checked with the store, or after the lease was lost", "gauge", () => {
       const s = lease();
       return one(!s || s.status === "UP" ? 1 : 0);
     }),

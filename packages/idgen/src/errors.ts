@@ -7,6 +7,7 @@ export type IdGenErrorCode =
   | "MACHINE_ID_LOST"
   | "MACHINE_ID_OVERFLOW"
   | "LEASE_REQUEST_TIMEOUT"
+  | "LEASE_UNCONFIRMED"
   | "CLOCK_BACKWARDS"
   | "CLOCK_TOO_MANY_BACKWARDS"
   | "CLOCK_STALLED"
@@ -53,6 +54,19 @@ export class LeaseRequestTimeoutError extends IdGenError {
   constructor(message: string) {
     super("LEASE_REQUEST_TIMEOUT", message);
     this.name = "LeaseRequestTimeoutError";
+  }
+}
+
+/**
+ * Retriable: the wall clock passed the lease's stop deadline while the monotonic clock did not (the host was
+ * suspended, or the clock stepped forward), so the lease may have been recycled by another process meanwhile. A
+ * renewal is under way; ids resume once it confirms the lease is still ours (`nextIdAsync()` waits for it), and turn
+ * into `MachineIdLostException` if the store says it is gone.
+ */
+export class LeaseUnconfirmedError extends IdGenError {
+  constructor(message: string) {
+    super("LEASE_UNCONFIRMED", message);
+    this.name = "LeaseUnconfirmedError";
   }
 }
 
@@ -137,6 +151,7 @@ export const errorClasses = [
   MachineIdLostException,
   MachineIdOverflowException,
   LeaseRequestTimeoutError,
+  LeaseUnconfirmedError,
   ClockBackwardsException,
   ClockTooManyBackwardsException,
   ClockStalledError,

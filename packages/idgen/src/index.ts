@@ -27,7 +27,7 @@ export { friendlyConverter, type FriendlyOptions } from "./converters/friendly.j
 export { prefixConverter, suffixConverter } from "./converters/affix.js";
 
 // Machine ids
-export { MachineLease, stopAfterMs, type MachineLeaseOptions, type LeaseState, type LeaseStatus } from "./machine/lease.js";
+export { MachineLease, stopAfterMs, type MachineLeaseOptions, type LeaseState, type LeaseStatus, type StopClock } from "./machine/lease.js";
 export { manualDistributor, type MachineIdDistributor, type MachineState, type DistributeRequest, type LeaseRequest } from "./machine/distributor.js";
 export { redisMachineIdDistributor, machineKeys } from "./machine/redis-distributor.js";
 export { fixedMachineId, type MachineIdSource } from "./machine/machine-id-source.js";
@@ -60,6 +60,7 @@ export {
   MachineIdLostException,
   MachineIdOverflowException,
   LeaseRequestTimeoutError,
+  LeaseUnconfirmedError,
   ClockBackwardsException,
   ClockTooManyBackwardsException,
   ClockStalledError,

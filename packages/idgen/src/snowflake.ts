@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from "./clock.js";
 import type { IdConverter } from "./converters/converter.js";
 import { radix62Converter } from "./converters/radix.js";
-import { TimestampOverflowException, InvalidSettingError } from "./errors.js";
+import { TimestampOverflowException, InvalidSettingError, LeaseUnconfirmedError } from "./errors.js";
 import type { GeneratorDescription, IdGenerator } from "./generator.js";
 import { isSafeJavascript, MILLISECOND_LAYOUT, SAFE_JS_LAYOUT, validateLayout, type SnowflakeLayout } from "./layout.js";
 import { defaultIdGenLogger, type IdGenLogger } from "./logger.js";
@@ -62,7 +62,10 @@ abstract class SnowflakeBase<T extends bigint | number> implements IdGenerator {
     return this.issued;
   }
 
-  /** Next id. Throws `MachineIdLostException`, `ClockBackwardsException` (use `nextIdAsync`) or `TimestampOverflowException`. */
+  /**
+   * Next id. Throws `MachineIdLostException`, `LeaseUnconfirmedError` or `ClockBackwardsException` (both retriable; use
+   * `nextIdAsync`) or `TimestampOverflowException`.
+   */
   nextId(): T {
     const seq = this.sequencer.next();
     const ts = this.sequencer.lastTimestamp;
@@ -72,7 +75,10 @@ abstract class SnowflakeBase<T extends bigint | number> implements IdGenerator {
     return this.compose(seq);
   }
 
-  /** As `nextId`, but waits out a backwards clock (up to the broken threshold) instead of throwing. */
+  /**
+   * As `nextId`, but waits out a backwards clock (up to the broken threshold) and a lease check after a wall-clock jump
+   * (one renewal) instead of throwing.
+   */
   async nextIdAsync(): Promise<T> {
     // The sequence and its tick are read in one synchronous step (nextId): awaiting between them would let other
     // callers move the sequencer to a later tick, and the id would carry this sequence with that tick — a repeat.
@@ -80,7 +86,10 @@ abstract class SnowflakeBase<T extends bigint | number> implements IdGenerator {
       try {
         return this.nextId();
       } catch (err) {
-        await this.sequencer.waitOut(err);
+        // a wall-clock jump past the lease's stop deadline: wait for the renewal that checks the lease, then retry
+        const check = err instanceof LeaseUnconfirmedError ? this.source.confirmation?.() : undefined;
+        if (check) await check;
+        else await this.sequencer.waitOut(err);
       }
     }
   }

@@ -12,6 +12,7 @@ describe("error catalogue", () => {
       new api.MachineIdLostException("x"),
       new api.MachineIdOverflowException("x"),
       new api.LeaseRequestTimeoutError("x"),
+      new api.LeaseUnconfirmedError("x"),
       new api.ClockBackwardsException(5, 1),
       new api.ClockTooManyBackwardsException(900, 500, 1),
       new api.ClockStalledError("x"),
@@ -34,7 +35,7 @@ describe("error catalogue", () => {
 
   it("every diagnostics channel and operator log message is documented in the README", () => {
     for (const ch of api.CHANNEL_NAMES) expect(readme).toContain(`\`${ch}\``);
-    for (const msg of ["Guard Failed", "Detected clock backwards", "Hunger, Safety distance expansion", "prefetch failed", "prefetch still failing", "Revert machine id of ["]) {
+    for (const msg of ["Guard Failed", "Detected clock backwards", "Hunger, Safety distance expansion", "prefetch failed", "prefetch still failing", "Revert machine id of [", "ms ahead of the monotonic clock since the last renewal", "Machine id confirmed after the wall-clock jump; ids resume"]) {
       expect(readme).toContain(msg);
     }
   });

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { channels, publish } from "../channels.js";
 import { monotonicNow, systemClock, type Clock, type MonotonicNow } from "../clock.js";
-import { ClockTooManyBackwardsException, LeaseRequestTimeoutError, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
+import { ClockTooManyBackwardsException, LeaseRequestTimeoutError, LeaseUnconfirmedError, MachineIdLostException, MachineIdOverflowException } from "../errors.js";
 import { defaultIdGenLogger, type IdGenLogger } from "../logger.js";
 import type { MachineIdDistributor } from "./distributor.js";
 import type { MachineIdSource } from "./machine-id-source.js";
@@ -34,8 +34,15 @@ export interface MachineLeaseOptions {
   autoRenew?: boolean;
 }
 
-/** `UP` renewed fine · `DOWN` last renewal failed (still usable until the stop deadline) · `LOST` stopped · `REVERTED` released. */
-export type LeaseStatus = "UP" | "DOWN" | "LOST" | "REVERTED";
+/**
+ * `UP` renewed fine · `DOWN` last renewal failed (still usable until the stop deadline) · `CHECKING` the wall clock
+ * passed the stop deadline but the monotonic clock did not (host suspended, or a forward clock step): no ids until a
+ * renewal confirms the lease is still ours · `LOST` stopped · `REVERTED` released.
+ */
+export type LeaseStatus = "UP" | "DOWN" | "CHECKING" | "LOST" | "REVERTED";
+
+/** Which clock's stop deadline fired: `monotonic` (lost by the stop rule) or `wall` (a check, see `CHECKING`). */
+export type StopClock = "monotonic" | "wall";
 
 /** Everything a health indicator or metrics collector needs, as plain data. Times are epoch ms. */
 export interface LeaseState {
@@ -46,14 +53,25 @@ export interface LeaseState {
   status: LeaseStatus;
   lost: boolean;
   distributedAt: number;
-  /** Last successful renewal (or the distribution, before the first renewal). */
+  /** When the last successful renewal (or the distribution, before the first renewal) was sent. */
   lastRenewalAt: number;
   /** `"<ErrorName>: <message>"` of the last failed renewal, null after a success. */
   lastError: string | null;
   /** When the last failed renewal was attempted, null after a success. */
   failedAt: number | null;
-  /** When generators stop unless a renewal succeeds first: `lastRenewalAt + T − min(10 s, T/10)`. */
+  /**
+   * When generators stop unless a renewal succeeds first: `lastRenewalAt + T − min(10 s, T/10)` on the wall clock
+   * (then `CHECKING`), and as long after the renewal was sent on the monotonic clock (then `LOST`), whichever is first.
+   */
   stopDeadline: number;
+  /**
+   * Which clock's stop deadline fired, null while neither did: `wall` while `CHECKING` (and when that check found the
+   * lease gone), `monotonic` when the stop rule lost the lease.
+   */
+  stopClock: StopClock | null;
+  /** While `CHECKING`: since when (epoch ms), and how far the wall clock ran ahead of the monotonic one since the last renewal. */
+  checkingSince: number | null;
+  wallGapMs: number | null;
   consecutiveFailures: number;
   renewals: { success: number; failure: number; lost: number };
   safeGuardMs: number;
@@ -78,11 +96,28 @@ export class MachineLease implements MachineIdSource {
   version = 0;
   private readonly o: Required<MachineLeaseOptions>;
   private readonly stopAfter: number;
+  /**
+   * The wall deadline passing when the monotonic one is at most this far off is the ordinary stop rule (LOST), not a
+   * jump to check: a wall clock slewed by NTP (≤ 500 ppm) or floored to the millisecond gets there a little earlier.
+   */
+  private readonly tieMs: number;
   private status: LeaseStatus = "UP";
   private distributedAt = 0;
   private lastRenewalAt = 0;
   /** Monotonic time at which the last successful request was *sent*; the stop rule counts from here. */
   private lastRenewalMono = 0;
+  /**
+   * The same stop rule on the wall clock: `lastRenewalAt + stopAfter`, precomputed so that the generators' per-tick
+   * check is one comparison with the tick they already read. A recycled id's next owner starts strictly after the
+   * previous owner's last stamp (≥ `lastRenewalAt`) plus `stopAfter`, so ticks below this deadline can never meet its
+   * ids; ticks at or past it wait for a renewal that confirms the lease (`CHECKING`).
+   */
+  private wallDeadline = 0;
+  private stopClock: StopClock | null = null;
+  private checkingSince: number | null = null;
+  private wallGapMs: number | null = null;
+  /** A renewal that succeeded but was sent too long ago by the wall clock (suspended meanwhile): renew again at once. */
+  private recheck = false;
   private lastError: string | null = null;
   private failedAt: number | null = null;
   private consecutiveFailures = 0;
@@ -120,6 +155,7 @@ export class MachineLease implements MachineIdSource {
       autoRenew: opts.autoRenew ?? true,
     };
     this.stopAfter = stopAfterMs(this.o.safeGuardMs);
+    this.tieMs = Math.min(1_000, this.stopAfter / 100);
     this.leaseKey = opts.instanceId;
   }
 
@@ -139,18 +175,49 @@ export class MachineLease implements MachineIdSource {
     return this.o.instanceId;
   }
 
+  /**
+   * Throws `MachineIdLostException` once the lease is lost, `LeaseUnconfirmedError` (retriable) while a wall-clock
+   * jump past the stop deadline is being checked with the store. `tick` is the generator's wall-clock tick: the wall
+   * half of the stop rule compares it with a precomputed deadline (without it, the lease reads its clock).
+   */
   assertUsable(tick?: number): void {
     if (this.status === "LOST" || this.status === "REVERTED") throw this.lostError();
-    if (this.o.monotonic() - this.lastRenewalMono >= this.stopAfter) {
+    const monoElapsed = this.o.monotonic() - this.lastRenewalMono;
+    if (monoElapsed >= this.stopAfter) {
+      this.stopClock = "monotonic";
       this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
       throw this.lostError();
+    }
+    if (this.status === "CHECKING") throw this.unconfirmedError();
+    const wallNow = tick ?? this.o.clock.now();
+    if (wallNow >= this.wallDeadline) {
+      if (this.stopAfter - monoElapsed <= this.tieMs) {
+        // both clocks agree (a wall clock slewed or floored to the ms reaches the deadline a little earlier): the
+        // ordinary stop rule, not a jump
+        this.stopClock = "wall";
+        this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
+        throw this.lostError();
+      }
+      // The monotonic clock stands still while the host is suspended; the store's clock (Redis TIME) does not, and
+      // may have recycled the id meanwhile. A backward wall step only moves wallNow away from the deadline: the
+      // monotonic rule above still bounds the lease.
+      this.startCheck(wallNow, monoElapsed);
+      throw this.unconfirmedError();
     }
     if (tick !== undefined && tick > this.highestTick) this.highestTick = tick;
   }
 
-  /** Plain, current state (also flips to LOST when the stop deadline has passed). */
+  /**
+   * While `CHECKING`: the outstanding renewal that will settle it (never rejects), for `nextIdAsync` to wait on;
+   * undefined otherwise, or when no renewal is out (the last one failed; the next is scheduled after `retryDelayMs`).
+   */
+  confirmation(): Promise<void> | undefined {
+    return this.status === "CHECKING" ? this.renewing : undefined;
+  }
+
+  /** Plain, current state (also flips to CHECKING or LOST when a stop deadline has passed). */
   state(): LeaseState {
-    if (this.status === "UP" || this.status === "DOWN") {
+    if (this.status === "UP" || this.status === "DOWN" || this.status === "CHECKING") {
       try {
         this.assertUsable();
       } catch {
@@ -168,7 +235,10 @@ export class MachineLease implements MachineIdSource {
       lastRenewalAt: this.lastRenewalAt,
       lastError: this.lastError,
       failedAt: this.failedAt,
-      stopDeadline: this.lastRenewalAt + this.stopAfter,
+      stopDeadline: this.wallDeadline,
+      stopClock: this.stopClock,
+      checkingSince: this.checkingSince,
+      wallGapMs: this.wallGapMs,
       consecutiveFailures: this.consecutiveFailures,
       renewals: { ...this.renewals },
       safeGuardMs: this.o.safeGuardMs,
@@ -177,7 +247,13 @@ export class MachineLease implements MachineIdSource {
 
   /** One renewal now. Never throws; the outcome is in `state()`. Concurrent calls share one request. */
   renew(): Promise<void> {
-    this.renewing ??= this.doRenew().finally(() => (this.renewing = undefined));
+    this.renewing ??= this.doRenew().finally(() => {
+      this.renewing = undefined;
+      if (this.recheck) {
+        this.recheck = false;
+        if (this.status === "CHECKING") void this.renew();
+      }
+    });
     return this.renewing;
   }
 
@@ -209,6 +285,7 @@ export class MachineLease implements MachineIdSource {
   private async distribute(): Promise<void> {
     const { namespace, instanceId, machineBit, safeGuardMs, distributor, clock, logger } = this.o;
     const sentMono = this.o.monotonic();
+    const sentWall = clock.now();
     const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick), owner: this.owner }));
     const leaseKey = st.leaseKey ?? instanceId;
     if (st.machineId < 0 || st.machineId > 2 ** machineBit - 1) {
@@ -235,8 +312,8 @@ export class MachineLease implements MachineIdSource {
     }
     this.leaseKey = leaseKey;
     this.status = "UP";
-    this.distributedAt = this.lastRenewalAt = clock.now();
-    this.lastRenewalMono = sentMono;
+    this.distributedAt = clock.now();
+    this.setBaselines(sentWall, sentMono);
     this.lastError = null;
     this.failedAt = null;
     this.consecutiveFailures = 0;
@@ -277,7 +354,7 @@ export class MachineLease implements MachineIdSource {
     const attemptAt = clock.now();
     try {
       const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick) }));
-      if (this.status !== "UP" && this.status !== "DOWN") return; // reverted meanwhile
+      if (this.stopped()) return; // lost (stop rule) or reverted while this renewal was out
       if (!ours) {
         this.renewals.lost++;
         const err = this.lostError();
@@ -290,10 +367,22 @@ export class MachineLease implements MachineIdSource {
         this.assertUsableQuietly();
         return;
       }
+      const wallNow = clock.now();
+      if (wallNow - attemptAt >= this.stopAfter) {
+        // The wall clock passed this request's own stop deadline while it was out (the host was suspended meanwhile):
+        // the answer may predate a recycling of the id, so it confirms nothing. Ask again at once.
+        if (this.status !== "CHECKING") this.startCheck(wallNow, this.o.monotonic() - this.lastRenewalMono);
+        this.recheck = true;
+        return;
+      }
+      const checked = this.status === "CHECKING" ? this.wallGapMs : null;
       this.renewals.success++;
       this.status = "UP";
-      this.lastRenewalAt = attemptAt;
-      this.lastRenewalMono = sentMono;
+      this.setBaselines(attemptAt, sentMono);
+      if (checked !== null) {
+        logger.info({ namespace, instanceId, machineId: this.machineId, wallGapMs: checked }, "Machine id confirmed after the wall-clock jump; ids resume");
+        this.emit("confirmed");
+      }
       // after `Guard Failed`, the operator also needs to read that it is over
       if (this.consecutiveFailures > 0) logger.info({ namespace, instanceId, machineId: this.machineId, failures: this.consecutiveFailures, failedSince: this.failedAt }, "Renewed machine id again after failed renewals");
       this.lastError = null;
@@ -311,13 +400,49 @@ export class MachineLease implements MachineIdSource {
       this.assertUsableQuietly();
     } finally {
       if (this.status === "UP") this.schedule(this.o.delayMs);
-      else if (this.status === "DOWN") this.schedule(this.o.retryDelayMs);
+      else if (this.status === "DOWN" || this.status === "CHECKING") this.schedule(this.o.retryDelayMs);
     }
+  }
+
+  /** The last successful request was sent at these times: both clocks' stop rules count from here. */
+  private setBaselines(sentWall: number, sentMono: number): void {
+    this.lastRenewalAt = sentWall;
+    this.wallDeadline = sentWall + this.stopAfter;
+    this.lastRenewalMono = sentMono;
+    this.stopClock = null;
+    this.checkingSince = null;
+    this.wallGapMs = null;
+  }
+
+  /**
+   * Only the wall clock says the stop deadline passed: the host was suspended (the monotonic clock stood still) or the
+   * wall clock stepped forward. Ids wait (`CHECKING`) for a renewal sent now: if the store still holds the lease, it
+   * resets both baselines and ids resume (a forward step costs one round trip); if not, the lease is LOST.
+   */
+  private startCheck(wallNow: number, monoElapsed: number): void {
+    const { namespace, instanceId, logger } = this.o;
+    const wallElapsed = wallNow - this.lastRenewalAt;
+    const gap = Math.round(wallElapsed - monoElapsed);
+    this.status = "CHECKING";
+    this.stopClock = "wall";
+    this.checkingSince = this.o.clock.now();
+    this.wallGapMs = gap;
+    logger.warn(
+      { namespace, instanceId, machineId: this.machineId, wallGapMs: gap, wallElapsedMs: Math.round(wallElapsed), monotonicElapsedMs: Math.round(monoElapsed), stopAfterMs: this.stopAfter },
+      `Wall clock ran ${gap} ms ahead of the monotonic clock since the last renewal (host suspended, or a forward clock step): machine id ${this.machineId} issues no ids until a renewal confirms the lease is still ours`,
+    );
+    this.emit("checking");
+    void this.renew(); // joins a renewal already out; one sent before the jump is answered by a fresh one (recheck)
+  }
+
+  /** Lost or released (a method, so that a check after an await is not narrowed away by one before it). */
+  private stopped(): boolean {
+    return this.status === "LOST" || this.status === "REVERTED";
   }
 
   private recordFailure(at: number, err: unknown): void {
     const { namespace, instanceId } = this.o;
-    this.status = "DOWN";
+    if (this.status !== "CHECKING") this.status = "DOWN"; // a check stays a check: ids wait until a renewal succeeds
     this.lastError = errorText(err);
     this.failedAt = at;
     this.consecutiveFailures++;
@@ -343,6 +468,12 @@ export class MachineLease implements MachineIdSource {
     this.clearTimer();
     this.o.logger.error({ namespace: this.o.namespace, instanceId: this.o.instanceId, machineId: this.machineId, reason }, "Machine id lost; Snowflake generators stopped");
     this.emit("lost", reason);
+  }
+
+  private unconfirmedError(): LeaseUnconfirmedError {
+    return new LeaseUnconfirmedError(
+      `The machine id [${this.machineId}] bound to the instance [${this.o.instanceId}]@[${this.o.namespace}] is being re-confirmed with the ${this.o.distributor.type} store: the wall clock ran ${this.wallGapMs} ms ahead of the monotonic clock (host suspended, or a forward clock step) and passed the lease's stop deadline; retry shortly`,
+    );
   }
 
   private lostError(): MachineIdLostException {

@@ -16,7 +16,9 @@ import { defineScript } from "../redis-script.js";
  * - `leaseAt` (renewal time, compared for recycling) comes from Redis `TIME`. Every claimant then compares
  *   against the same clock, so a host whose clock runs fast cannot recycle a live lease early. Our own stop
  *   rule is measured locally on a monotonic clock from *before* the successful request was sent, so it always
- *   fires at or before the store-side expiry (minus the margin), whatever the skew.
+ *   fires at or before the store-side expiry (minus the margin), whatever the skew — except across a suspend of the
+ *   host, when the monotonic clock stands still and Redis TIME does not; so the rule is also kept on the owner's wall
+ *   clock, where passing it only pauses the generators until a renewal confirms the lease (`MachineLease`, CHECKING).
  * - `lastStamp` is the owner's *generation* clock (passed in ARGV). It protects the next owner of the id
  *   against issuing timestamps the previous owner already used, which is a property of the hosts' clocks.
  * Scripts that call TIME are fine since Redis 5 (effect replication).
