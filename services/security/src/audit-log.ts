@@ -26,7 +26,7 @@ type Done = (stored: boolean) => void;
  * Outcomes on their way to the store, one store call per batch of whatever queued meanwhile. A refused batch stays
  * queued and is retried every 500 ms (outcomes must not be lost); callers waiting for it are told it failed and go on.
  */
-function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
+function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger, refused: (err: unknown) => void) {
   let entries: T[] = [];
   let dones: (Done | undefined)[] = [];
   let flushing: Promise<void> | undefined;
@@ -44,6 +44,7 @@ function outcomeQueue<T>(write: (batch: T[]) => Promise<void>, logger: Logger) {
         await write(batch);
       } catch (err) {
         if (stopped) return;
+        refused(err);
         if (!failing) logger.warn({ ...outageLogFields(err), pending: entries.length }, "audit log: the store refused entries; they are kept and retried");
         failing = true;
         retry = setTimeout(schedule, 500);
@@ -116,6 +117,12 @@ async function writeOutcomes(store: SecurityStore, batch: Outcome[], maxEntries:
   if (whole.length > 0) await store.appendAudit(whole.map((o) => o.entry), maxEntries);
 }
 
+/** A refusal as the audit log's answers quote it: the store's own message, without its own advice (the answer has its own). */
+function refusalText(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  return text.replace(/: retry when it is back$/, "").slice(0, 512);
+}
+
 /**
  * Opened entries go to the store in batches, one per turn of the event loop: every call whose request was read in that
  * turn opens its entry in the same store call, sent at the turn's end (`setImmediate`), right behind the store writes
@@ -123,24 +130,30 @@ async function writeOutcomes(store: SecurityStore, batch: Outcome[], maxEntries:
  * Every caller of a batch shares its one promise. A batch is not held back until the one before it is stored: its
  * answers would wait for that round trip too, and held answers cost an audited Redis `PUT` 7–12 % of its CPU (one
  * process, switched between the two by a signal, 24 pairs). A refused batch is not retried: its callers fall back on
- * writing the outcome (see `record(entry, true)`).
+ * writing the outcome (see `record(entry, true)`), and the store counts as failing until a batch is stored again
+ * (`failing`): the guard then opens each entry before running the call (see `auditOpenInterceptor`).
  */
-function openBatches(store: SecurityStore, logger: Logger) {
+function openBatches(store: SecurityStore, logger: Logger, refused: (err: unknown) => void) {
   let pending: { entries: AuditRecord[]; written: Promise<boolean> } | undefined;
   const inFlight = new Set<Promise<boolean>>();
   let failing = false;
   const write = async (batch: AuditRecord[]): Promise<boolean> => {
     try {
       for (let i = 0; i < batch.length; i += BATCH) await store.openAudit(i === 0 && batch.length <= BATCH ? batch : batch.slice(i, i + BATCH));
+      if (failing) logger.info("audit log: the store takes opened entries again; calls run alongside their entry's write again");
       failing = false;
       return true;
     } catch (err) {
-      if (!failing) logger.warn(outageLogFields(err), "audit log: the store refused opened entries; their outcomes will be written instead");
+      if (!failing) logger.warn(outageLogFields(err), "audit log: the store refused opened entries; until it takes them again, calls are not answered successfully unless their entry is stored");
       failing = true;
+      refused(err);
       return false;
     }
   };
   return {
+    get failing() {
+      return failing;
+    },
     open(entry: AuditRecord): Promise<boolean> {
       if (pending === undefined) {
         const entries: AuditRecord[] = [];
@@ -173,8 +186,11 @@ function openBatches(store: SecurityStore, logger: Logger) {
  *
  * A process killed between the two leaves the open entry, shown with status 0 and {@link NO_OUTCOME}; every writer
  * sweeps such entries into the log once they are {@link ORPHAN_AFTER_MS} old (retention then applies to them). An
- * entry that could not be opened (store failing) has its outcome write retried until the store takes it; past
- * MAX_PENDING queued outcomes `record` waits for the queue to drain instead of dropping anything.
+ * entry that could not be opened (store failing) is written whole with its outcome, and the answer waits for that
+ * (`record(entry, true)` resolves whether it was stored in time): a call whose entry is in this process's memory only
+ * is not answered successfully (fail closed, see the guard), since a SIGKILL would lose it. Such an entry is still
+ * retried until the store takes it; past MAX_PENDING queued outcomes `record` waits for the queue to drain instead of
+ * dropping anything.
  */
 export function createAuditWriter(
   store: SecurityStore,
@@ -190,8 +206,11 @@ export function createAuditWriter(
   // throughput, A/B).
   const opensEntries = store.kind !== "embedded";
   const embeddedRefused = (err: unknown) => logger.error({ err }, "audit log: the embedded store refused an entry");
-  const opened = openBatches(store, logger);
-  const outcomes = outcomeQueue((batch: Outcome[]) => writeOutcomes(store, batch, maxEntries), logger);
+  // the last refusal of either kind of write, quoted by the answers of calls it stops
+  let refusal = "";
+  const refused = (err: unknown) => void (refusal = refusalText(err));
+  const opened = openBatches(store, logger, refused);
+  const outcomes = outcomeQueue((batch: Outcome[]) => writeOutcomes(store, batch, maxEntries), logger, refused);
   const sweep = (): Promise<void> =>
     store.sweepAudit(now() - ORPHAN_AFTER_MS, maxEntries).then(
       (moved) => {
@@ -202,6 +221,39 @@ export function createAuditWriter(
   const sweeper = setInterval(() => void sweep(), options.sweepEveryMs ?? SWEEP_EVERY_MS);
   sweeper.unref();
 
+  /**
+   * Records the entry with its outcome. On the embedded store it is stored whole at once and nothing waits. Elsewhere
+   * it is queued. `wait`: for calls whose entry was never opened (stored whole); the promise resolves true once it is
+   * stored, false after REFUSED_WAIT_MS or at its first refused attempt: the entry is then kept in memory and
+   * retried, and it is the same object, so that what the caller changes in it until its write starts is what gets
+   * stored (the guard records the answer it gave instead). Otherwise `opened` (default: not `wait`) says whether its
+   * entry was opened with the same fields: then only the outcome is sent; if not, the entry is sent whole; and a
+   * promise is returned only when the queue is full.
+   */
+  function record(entry: AuditRecord, wait: true): Promise<boolean> | undefined;
+  function record(entry: AuditRecord, wait?: false, opened?: boolean): Promise<void> | undefined;
+  function record(entry: AuditRecord, wait: boolean): Promise<boolean> | Promise<void> | undefined;
+  function record(entry: AuditRecord, wait = false, opened = !wait): Promise<boolean> | Promise<void> | undefined {
+    if (!opensEntries) {
+      // stored synchronously (the embedded store's writes complete before their promise is returned)
+      store.appendAudit([entry], maxEntries).catch(embeddedRefused);
+      return undefined;
+    }
+    if (wait) {
+      return new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), REFUSED_WAIT_MS);
+        // waiting: its entry was never opened, so it is stored whole
+        outcomes.push({ entry, opened: false, closed: false }, (stored) => {
+          clearTimeout(timer);
+          resolve(stored);
+        });
+      });
+    }
+    outcomes.push({ entry, opened, closed: false });
+    if (outcomes.length < MAX_PENDING) return undefined;
+    return outcomes.whenDrained();
+  }
+
   return {
     /** false on the embedded store: entries are not opened, `record` stores them whole (see above). */
     opensEntries,
@@ -211,31 +263,18 @@ export function createAuditWriter(
      */
     open: opened.open,
     /**
-     * Records the entry with its outcome. On the embedded store it is stored whole at once and nothing waits. Elsewhere
-     * it is queued: `wait` resolves once it is stored (or after REFUSED_WAIT_MS of a failing store) — for calls whose
-     * entry was never opened; it is stored whole. Otherwise (its entry was opened, with the same fields) only the
-     * outcome is sent, and a promise is returned only when the queue is full.
+     * True from a refused open batch until one is stored again: the store that holds the log is failing, so a call run
+     * alongside its entry's write would likely have done its work with no entry to show for it. The guard then opens
+     * the entry before running the call (a round trip paid only during the outage).
      */
-    record(entry: AuditRecord, wait = false): Promise<void> | undefined {
-      if (!opensEntries) {
-        // stored synchronously (the embedded store's writes complete before their promise is returned)
-        store.appendAudit([entry], maxEntries).catch(embeddedRefused);
-        return undefined;
-      }
-      if (wait) {
-        return new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, REFUSED_WAIT_MS);
-          // waiting: its entry was never opened, so it is stored whole
-          outcomes.push({ entry, opened: false, closed: false }, () => {
-            clearTimeout(timer);
-            resolve();
-          });
-        });
-      }
-      outcomes.push({ entry, opened: true, closed: false });
-      if (outcomes.length < MAX_PENDING) return undefined;
-      return outcomes.whenDrained();
+    get failing(): boolean {
+      return opened.failing;
     },
+    /** Why the store last refused an entry (its message), for the answers that quote it; "" before any refusal. */
+    get refusal(): string {
+      return refusal;
+    },
+    record,
     /** Resolves when every outcome recorded so far is in the store (tests, shutdown). */
     async flushed(): Promise<void> {
       await opened.flushed();

@@ -231,6 +231,11 @@ interface AuditCall {
   readonly base: Omit<AuditRecord, "operator" | "status" | "msg">;
   /** Resolves true once the entry is opened in the store (the inner interceptor saw the call get past authorization). */
   opened?: Promise<boolean>;
+  /**
+   * Set when the audit store was failing and the open of the entry, awaited before the handler, was refused: the call
+   * was answered {@link auditDown} without running.
+   */
+  notRun?: ConnectError;
 }
 const auditCallKey = createContextKey<AuditCall | undefined>(undefined);
 
@@ -247,6 +252,12 @@ function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: 
  * the handler overlap) and its outcome follows in a batch after the answer. A refused call's answer waits for its
  * one entry write. On the embedded store, which dies with this process, there is nothing to open: every entry is
  * written once, whole, with its outcome (see `createAuditWriter`).
+ *
+ * Fail closed (as Vault treats its audit devices): no call is answered successfully unless its entry is stored. An
+ * entry whose open was refused is written whole before the answer; if that is not stored within the writer's wait
+ * either, the entry lives only in this process's memory (kept and retried, but a SIGKILL loses it), so the call is
+ * answered `unavailable` ({@link notRecorded}) instead of its handler's answer, whether the handler succeeded or not.
+ * Refused calls (401, 403) acknowledge nothing and keep their answer after the wait.
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
@@ -278,6 +289,14 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
     try {
       res = await next(request as R);
     } catch (err) {
+      if (call.notRun && err === call.notRun) {
+        // refused before its handler ran, because the audit store is failing: the entry (this answer) cannot be stored
+        // now, and waiting for it would only hold an answer that acknowledges nothing; it is kept and retried (sent
+        // whole: its open was refused), and only a full queue holds the answer, as for every outcome
+        const full = opts.writer.record(entryOf(call, req, rule, first, restStatusOf(call.notRun), call.notRun.rawMessage), false, false);
+        if (full) await full;
+        throw err;
+      }
       // what the client is answered: an outage met by the authorization check (inside this interceptor, outside the
       // error interceptor) is a 503, not the 500 ConnectError.from would make of it
       const e = outageError(err) ?? ConnectError.from(err);
@@ -287,12 +306,12 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
         if (left === undefined) throw err; // over this address's budget: counted, told with its next recorded refusal
         if (left > 0) msg = `${msg} (and ${left} earlier refused call(s) from this address, not recorded: over ${ANONYMOUS_REFUSALS.perAddress} a second)`;
       }
-      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), msg);
-      if (wait) await wait;
-      throw err;
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), msg, e);
+      throw (wait && (await wait)) || err;
     }
     const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, 200, "");
-    if (wait) await wait;
+    const failure = wait && (await wait);
+    if (failure) throw failure;
     return res;
   }
 }
@@ -337,7 +356,52 @@ function anonymousRefusals() {
   };
 }
 
-/** The entry with its outcome: after the answer when it was opened, else (a promise to wait for) before it. */
+/** The entry of a call with its outcome. */
+function entryOf(call: AuditCall, req: UnaryRequest | StreamRequest, rule: MethodRule, first: unknown, status: number, msg: string): AuditRecord {
+  const b = call.base;
+  const resource = req.stream ? cap(resourceOf(rule, first), 2048) : b.resource;
+  // Literals, not `{ ...call.base, … }`: spreading here cost several µs per call under load (line profile).
+  return { id: b.id, operator: operatorOf(req, rule, first), ip: b.ip, resource, action: b.action, status, msg: cap(msg, 1024), opTime: b.opTime };
+}
+
+/** What the audit log's store said when it refused, for an answer (its own "retry" advice left out: the answer gives it). */
+const refusalOf = (writer: AuditWriter) => writer.refusal || "its store did not take the entry in time";
+
+/**
+ * The answer to a call refused before its handler ran because the audit store is failing (see
+ * {@link auditOpenInterceptor}): nothing was done, so retrying is safe.
+ */
+const auditDown = (writer: AuditWriter) =>
+  new ConnectError(`the audit log cannot be written (${refusalOf(writer)}): nothing was done; retry when the store is back`, Code.Unavailable);
+
+/**
+ * The answer to a call whose handler ran (or whose stream was about to start) but whose entry could not be stored before
+ * the answer (fail closed, see {@link auditInterceptor}). What to do depends on what was done: a write that succeeded
+ * was applied, and a caller told only "unavailable" would retry it (twice applied) or believe it failed; a read, a
+ * failed call or a stream not started changed nothing the caller relies on, so a retry is the remedy.
+ */
+function notRecorded(writer: AuditWriter, req: UnaryRequest | StreamRequest, rule: MethodRule, failed: ConnectError | undefined): ConnectError {
+  const why = refusalOf(writer);
+  let message: string;
+  if (req.stream) message = `the audit log could not record this call (${why}): the stream was not started; retry when the store is back`;
+  else if (failed) message = `the audit log could not record this call (${why}), which failed anyway (${cap(failed.rawMessage, 512)}): retry when the store is back`;
+  else if (rule.read) message = `the audit log could not record this call (${why}): retry when the store is back`;
+  else {
+    message =
+      `the change WAS applied, but the audit log could not record it (${why}): this process keeps the entry and writes it once the ` +
+      `store is back. Do not assume the change failed: read it back before sending it again`;
+  }
+  return new ConnectError(message, Code.Unavailable);
+}
+
+/**
+ * Records the entry with its outcome: after the answer when it was opened (nothing to wait for, unless the writer's
+ * queue is full); else before it, returning a promise of its write (a refused call's, a stream's, or one whose open the
+ * store refused). That promise resolves to the error to answer instead when the call must not be answered as its
+ * handler did because its entry is not stored ({@link notRecorded}); the entry then records that answer (status 503
+ * and its message) in place of the handler's — unless its write was already under way when the wait ended and then
+ * succeeds (it keeps the handler's outcome).
+ */
 function recordOutcome(
   writer: AuditWriter,
   call: AuditCall,
@@ -347,28 +411,51 @@ function recordOutcome(
   first: unknown,
   status: number,
   msg: string,
-): Promise<void> | undefined {
-  const b = call.base;
-  const resource = req.stream ? cap(resourceOf(rule, first), 2048) : b.resource;
-  // Literals, not `{ ...call.base, … }`: spreading here cost several µs per call under load (line profile).
-  const entry = { id: b.id, operator: operatorOf(req, rule, first), ip: b.ip, resource, action: b.action, status, msg: cap(msg, 1024), opTime: b.opTime };
-  return writer.record(entry, opened !== true);
+  failed?: ConnectError,
+): Promise<ConnectError | undefined | void> | undefined {
+  const entry = entryOf(call, req, rule, first, status, msg);
+  // the common case, kept free of promises of its own: the entry was opened, its outcome goes in a later batch
+  if (opened) return writer.record(entry);
+  const stored = writer.record(entry, true);
+  // undefined: the embedded store, which stored it before record() returned
+  return stored?.then((ok) => {
+    // A call refused before it was opened (401, 403 by authorization, or an outage it met there) acknowledges nothing:
+    // it keeps its answer after the wait, as it always did. Everything else whose entry is not stored fails closed —
+    // an opened call whose open was refused, and a stream (never opened: its first message, which names the resource,
+    // comes later; its handler has not run yet).
+    if (ok || (failed && call.opened === undefined)) return undefined;
+    const answer = notRecorded(writer, req, rule, failed);
+    entry.status = restStatusOf(answer);
+    entry.msg = cap(answer.rawMessage, 1024);
+    return answer;
+  });
 }
 
 /**
  * The inner half of the audit log, installed after the authorization interceptor: opens the entry of a call that got
  * past authorization (so its operator is known) while the handler runs. Streams are left to the outer half: their
  * first message, which names the resource, arrives later. Installed only when the writer opens entries (not embedded).
+ *
+ * While the audit store is failing (its last open batch was refused), the handler does not run alongside the open:
+ * it would very likely do its work and then be answered "not recorded" (see {@link notRecorded}), a change applied
+ * with no entry in the log. The open is awaited first instead, and if the store refuses it too the call is answered
+ * {@link auditDown} without running. This costs one round trip per call, only during the outage; the first open
+ * stored clears the state and calls overlap their open again.
  */
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
     const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
-    if (call) {
-      const b = call.base;
-      const operator = operatorOf(req, ruleOf(req.method), req.message);
-      // in AuditRecord's field order: the store finds where the outcome goes by it (closeAudit)
-      call.opened = writer.open({ id: b.id, operator, ip: b.ip, resource: b.resource, action: b.action, status: 0, msg: NO_OUTCOME, opTime: b.opTime });
-    }
-    return next(req);
+    if (!call) return next(req);
+    const b = call.base;
+    const operator = operatorOf(req, ruleOf(req.method), req.message);
+    const failing = writer.failing; // read before the open: its batch's outcome sets it for the calls after it
+    // in AuditRecord's field order: the store finds where the outcome goes by it (closeAudit)
+    call.opened = writer.open({ id: b.id, operator, ip: b.ip, resource: b.resource, action: b.action, status: 0, msg: NO_OUTCOME, opTime: b.opTime });
+    if (!failing) return next(req);
+    return call.opened.then((stored) => {
+      if (stored) return next(req);
+      call.notRun = auditDown(writer);
+      throw call.notRun;
+    });
   };
 }

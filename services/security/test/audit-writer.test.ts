@@ -95,12 +95,22 @@ describe("the audit writer", () => {
     const { store, state } = observedStore();
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
     state.down = true;
+    expect(writer.failing).toBe(false);
     expect(await writer.open(entry(1))).toBe(false); // the call goes on: its outcome write is what stores it
+    // the store is known to fail (the guard then opens entries before running calls), and why is kept for the answers
+    expect([writer.failing, writer.refusal]).toEqual([true, "Redis at 127.0.0.1:1 is unavailable (test)"]);
     const waited = writer.record(entry(1), true);
     expect(waited).toBeInstanceOf(Promise);
-    await waited; // resolves once the first attempt failed: the store is down, the answer is not held for it
+    // false once the first attempt failed: the store is down, the answer is not held for it (and must not be a success)
+    expect(await waited).toBe(false);
     state.down = false;
     await expect.poll(async () => (await collectAudit(store.scanAudit(Number.MAX_SAFE_INTEGER))).map((e) => e.id), { timeout: 3000 }).toEqual(["e1"]);
+    // an outcome write stored in time says so
+    expect(await writer.record(entry(2), true)).toBe(true);
+    // the first open stored ends the failing state
+    expect(writer.failing).toBe(true);
+    expect(await writer.open(opening(3))).toBe(true);
+    expect(writer.failing).toBe(false);
     await writer.close();
   });
 
