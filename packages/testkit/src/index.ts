@@ -4,3 +4,4 @@ export { writeStream, type WriteStream, type AckedWrite } from "./write-stream.j
 export { readSse } from "./sse.js";
 export { storeOutage, type StoreOutage } from "./outage.js";
 export { pauseProcesses, resumeProcesses } from "./pause.js";
+export { stallMonitor } from "./stall.js";
