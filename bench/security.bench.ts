@@ -11,15 +11,11 @@
  * Servers run from the production build when `npm run build` made one (BENCH_RUNNER=tsx: from the sources).
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 9 minutes: every round starts its servers afresh).
  */
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { startRedis } from "@gov/testkit";
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, root, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
 
 const PASSWORD = "bench-root-password";
-/** The production build (`npm run build` first) when present, as it runs in production; else the sources through tsx. */
-const DIST = existsSync(join(root, "apps/dist/main.js")) && process.env.BENCH_RUNNER !== "tsx";
 const path = `/v1/namespaces/${NS}/configs/app.yaml`;
 
 /** A user bound `rw` on the benchmark's namespace (not the super user, who skips RBAC), logged in. */
@@ -63,7 +59,7 @@ async function measureRound(round: number): Promise<Results> {
   const servers: Server[] = [];
   try {
     const start = async (env: Record<string, string>) => {
-      const s = DIST ? await startServer("apps/dist/main.js", { GOV_SUPER_PASSWORD: PASSWORD, ...env }, false, "dist") : await startServer("apps/main.ts", { GOV_SUPER_PASSWORD: PASSWORD, ...env });
+      const s = await startServer("apps/main.ts", { GOV_SUPER_PASSWORD: PASSWORD, ...env });
       servers.push(s);
       return s;
     };
@@ -120,7 +116,7 @@ async function main() {
   const results = mergeRounds(perRound);
   const login = await loginCost();
 
-  console.log(`Servers run from ${DIST ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
+  console.log(`Servers run from ${productRunner === "dist" ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
   console.log(`Security benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds, each on freshly started servers, of ${DURATION} s per row next to its baseline`);
   console.log("(medians; ratio = median of the pairs' ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).");
   console.log("CPU/req: the server's CPU time per request, plus Redis's where Redis is used (server + Redis).\n");
