@@ -17,6 +17,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Two test files at a time. Vitest's default on a 2-core machine is one (cores − 1): the suite then ran every file
+    // in turn, ~11 of CI's 15 minutes. Most files wait on Redis and child processes rather than compute; with two
+    // forks the same suite took 9 minutes on a machine loaded by other work, where one fork took 16. Stall checks
+    // count a test's own CPU time (stallMonitor), not time the other fork had the CPU.
+    maxWorkers: 2,
     reporters: process.env.CI === "true" ? ["default", ["json", { outputFile: ".tmp/vitest-results.json" }]] : ["default"],
   },
 });
