@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { endpointSettings } from "@gov/service-kit";
@@ -29,5 +30,19 @@ describe("the documentation cannot drift from the settings", () => {
     const known = new Set(defs.map((d) => d.name));
     for (const key of Object.keys(sources.file)) expect(known, key).toContain(key);
     expect(envName("gov.limits.zip-upload")).toBe("GOV_LIMITS_ZIP_UPLOAD");
+  });
+
+  it("deploy/gov.example.yaml names every setting, set to its default or commented out (deploy/README.md: it lists every setting)", () => {
+    // A commented-out key (`# token: …`, no default to state) counts: uncomment such lines and read the file again.
+    const text = readFileSync(join(root, "deploy/gov.example.yaml"), "utf8").replace(/^(\s*)# ([A-Za-z_][\w.-]*:)/gm, "$1$2");
+    const dir = mkdtempSync(join(tmpdir(), "gov-example-"));
+    try {
+      writeFileSync(join(dir, "gov.yaml"), text);
+      const named = new Set(Object.keys(readSettingsSources({ GOV_CONFIG: join(dir, "gov.yaml") }).file));
+      const missing = [...new Set(defs.map((d) => d.name))].filter((name) => !named.has(name));
+      expect(missing, "settings missing from deploy/gov.example.yaml").toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
