@@ -129,6 +129,10 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     clientErrorHandler: clientErrorHandler(requestTimeoutMs),
   }) as unknown as FastifyInstance;
   refuseUnknownExpectations(app.server);
+  // The endpoints take no body: one of any media type is read up to the limit (413 beyond it) and ignored. Fastify's
+  // own parsers know JSON and text only, and answered every other type 415 as if it were no media type at all.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (_req, _body, done) => done(null, undefined));
   const refuseWrongMethod = wrongMethodRefuser(app);
   const { readiness, metrics } = options;
 
