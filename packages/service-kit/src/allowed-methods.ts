@@ -16,7 +16,11 @@ export const wrongMethodBody = (method: string, path: string, allow: readonly st
 export function allowedMethods(app: FastifyInstance): (path: string) => string[] {
   const routes: { methods: string[]; url: string }[] = [];
   app.addHook("onRoute", (route) => {
-    routes.push({ methods: ([] as string[]).concat(route.method), url: route.url ?? route.path });
+    const url = route.url ?? route.path;
+    const methods = ([] as string[]).concat(route.method);
+    // CORS answers preflights with `OPTIONS *` (gov.cors.origins): a route for every path, which makes none known
+    if ((url === "*" || url === "/*") && methods.every((m) => m === "OPTIONS")) return;
+    routes.push({ methods, url });
   });
   let router: ReturnType<typeof FindMyWay> | undefined;
   let methods: string[] = [];
