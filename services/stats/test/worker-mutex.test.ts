@@ -6,6 +6,10 @@ import { createMemoryStatsStore, createRedisStatsStore } from "../src/stats/stat
 import { alwaysHeldMutex, redlockMutex } from "../src/worker/stat-mutex.js";
 import type { PassResult } from "../src/worker/stats-pass.js";
 import { startStatsWorker } from "../src/worker/stats-worker.js";
+import { runWorker } from "../src/worker/run-worker.js";
+import type { StatsStores } from "../src/worker/stores.js";
+import { createMemoryRegistryStore, createMemoryTopologyStore } from "@gov/registry-service";
+import type { ModuleContext } from "@gov/service-kit";
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 const DONE: PassResult = { namespaces: 0, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
@@ -107,6 +111,54 @@ for (const target of redisTargets()) {
       }
       // released at stop: the other takes over at the next due pass, not after the lock's ttl (plus slack for a busy host)
       expect(passes.find((p) => p.worker !== holder)!.start - stoppedAt).toBeLessThan(400 + 1000);
+    });
+    it("a worker suspended mid-pass past the lock's ttl (SIGSTOP, VM pause) writes nothing it read before, once another worker holds the mutex", async () => {
+      const system = `gov-{mxp${process.pid}x${seq++}}`;
+      const key = `${system}:mutex:stat`;
+      const redis = await client();
+      const registry = createMemoryRegistryStore();
+      await registry.putService("{fresh}", "s");
+      await registry.putService("{slow}", "s");
+      const stats = createMemoryStatsStore();
+      let release!: () => void;
+      let blocked = false;
+      const stores: StatsStores = {
+        // the embedded store's data, but a Redis kind: the worker takes the redlock mutex
+        registry: { ...registry, kind: "redis" },
+        configs: {
+          count: async (ns: string) => {
+            if (ns !== "{slow}") return 0;
+            blocked = true;
+            await new Promise<void>((r) => (release = r)); // the process is suspended while this read is in flight
+            return 7; // what it read before the pause
+          },
+        } as unknown as StatsStores["configs"],
+        topology: createMemoryTopologyStore(async () => true),
+        stats,
+        namespaces: { list: async () => ["{fresh}", "{slow}"], current: async () => system },
+        system,
+      };
+      const ctx = { logger, redis } as unknown as ModuleContext;
+      const worker = runWorker(ctx, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
+      try {
+        await vi.waitFor(() => expect(blocked).toBe(true), { timeout: 5000, interval: 10 });
+        // The pause: the wall clock moves past the lock's ttl while none of this process's timers run (its extender
+        // neither extended nor failed yet), and another worker takes the expired mutex and counts {slow} afresh.
+        vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 10_000 });
+        await redis.del(key); // expired in Redis meanwhile
+        const other = redlockMutex(await client(), { key, ttlMs: 1000, logger });
+        expect(await other.hold()).toBe(true);
+        await stats.write("{slow}", { namespaces: 3, services: { total: 1, health: 0 }, instances: 0, configs: 8 });
+        // the process resumes: its read answers first
+        release();
+        for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+        expect((await stats.read("{slow}"))?.configs).toBe(8); // not the 7 read before the pause
+        await other.release();
+      } finally {
+        vi.useRealTimers();
+        release?.();
+        await worker.stop();
+      }
     });
   });
 }

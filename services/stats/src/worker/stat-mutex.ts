@@ -12,13 +12,20 @@ export interface StatMutex {
   hold(): Promise<boolean>;
   /** Aborted when a held mutex is lost (an extension failed): work started under it should stop. */
   readonly lost: AbortSignal;
+  /**
+   * Whether the mutex is still this process's by its own clock, without a round trip: false once the lock's validity
+   * has run out, even before a failed extension says so. A process suspended past the lock's TTL (SIGSTOP, a VM
+   * pause, a long GC) resumes with its timers not yet run and `lost` not yet aborted, while another worker already
+   * holds the mutex: checked right before each write, it keeps such a process from writing what it read before.
+   */
+  holds(): boolean;
   /** Releases a held mutex and stops extending it. */
   release(): Promise<void>;
 }
 
 /** Held for ever: the embedded store has one process, and `mutex.redis.enabled=false` means every worker works. */
 export function alwaysHeldMutex(): StatMutex {
-  return { hold: async () => true, lost: new AbortController().signal, release: async () => {} };
+  return { hold: async () => true, lost: new AbortController().signal, holds: () => true, release: async () => {} };
 }
 
 export interface RedlockMutexOptions {
@@ -60,6 +67,9 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
   return {
     get lost() {
       return lost.signal;
+    },
+    holds() {
+      return !!lock && !lost.signal.aborted && lock.expiration > Date.now();
     },
     async hold() {
       if (lock && lock.expiration > Date.now()) return true;

@@ -22,6 +22,12 @@ export interface StatsPassDeps {
   concurrency?: number;
   /** Aborted when the worker loses the mutex or stops: the pass ends at the next namespace. */
   signal?: AbortSignal;
+  /**
+   * Whether this worker may still write (it holds the `stat` mutex): asked right before each write, so that a pass
+   * whose mutex lapsed while it waited on a read (a suspended process resumed after another worker took over) does not
+   * store what it read before over that worker's newer counts. Default: always.
+   */
+  mayWrite?: () => boolean;
 }
 
 export interface PassResult {
@@ -51,7 +57,9 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
   const all = [...new Set([...indexed, current])];
   const result: PassResult = { namespaces: all.length, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
 
+  const mayWrite = () => !deps.signal?.aborted && deps.mayWrite?.() !== false;
   const visit = async (ns: string) => {
+    if (!mayWrite()) return;
     const expired = await deps.registry.sweep(ns, now); // (not `+= await`: lanes would overwrite each other's sums)
     result.expired += expired;
     const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
@@ -62,6 +70,8 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
       instances,
       configs,
     };
+    // read before a pause that outlasted the mutex, these counts may be older than another worker's: not written then
+    if (!mayWrite()) return;
     await deps.stats.write(ns, stat);
     result.instances += instances;
     result.prunedEdges += pruned;
@@ -81,7 +91,7 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
   };
   await Promise.all(Array.from({ length: Math.min(deps.concurrency ?? 16, all.length) }, lane));
   // a namespace deleted since the last pass keeps no stale counts
-  if (!deps.signal?.aborted) await deps.stats.retain(all);
+  if (mayWrite()) await deps.stats.retain(all);
   result.durationMs = Math.round(performance.now() - started);
   return result;
 }

@@ -64,7 +64,10 @@ export function startStatsWorker(options: StatsWorkerOptions): StatsWorker {
     const due = dueAt();
     if (now() < due || stopping.signal.aborted) return Math.min(tickMs, due - now());
     // Paced by when the pass was due, not when the timer fired (periods do not drift); from now when long overdue.
-    lastPass = now() - due > tickMs ? now() : due;
+    const passAt = now() - due > tickMs ? now() : due;
+    // (a worker suspended since hold() answered must not move the pace of the worker that took over)
+    if (!mutex.holds()) return tickMs;
+    lastPass = passAt;
     await options.passes.setLastPassAt(lastPass);
     const signal = AbortSignal.any([stopping.signal, mutex.lost]);
     const result = await options.runPass(signal, lastPass);
