@@ -82,23 +82,32 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
       if (!indexed && configs === 0 && services === 0) {
         throw new ConnectError(`namespace "${ns}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
       }
-      // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes
-      // too — but a config or service written since the count survives: each store checks "empty" atomically.
-      const onlyIfEmpty = !req.force;
-      const removedConfigs = await deps.configs.deleteNamespace(ns, { onlyIfEmpty });
-      const removed = removedConfigs === undefined ? undefined : await deps.registry.deleteNamespace(ns, { onlyIfEmpty });
-      if (removedConfigs === undefined || removed === undefined) {
-        await index.add(ns); // it holds data again: keep it listed
-        throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
+      // Cut short after the index forgot it (Redis unreachable or slow: 503/504 "may or may not have been applied"; 409
+      // "kept changing"), the namespace may still hold part of its data: it is listed again before the error is
+      // answered, or nothing would list, count or sweep what is left, and a retried delete would answer 404 with its
+      // topology edges and counts still stored. (Listed while empty at worst: the delete failed, so it still exists.)
+      try {
+        // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes
+        // too — but a config or service written since the count survives: each store checks "empty" atomically.
+        const onlyIfEmpty = !req.force;
+        const removedConfigs = await deps.configs.deleteNamespace(ns, { onlyIfEmpty });
+        const removed = removedConfigs === undefined ? undefined : await deps.registry.deleteNamespace(ns, { onlyIfEmpty });
+        if (removedConfigs === undefined || removed === undefined) {
+          await index.add(ns); // it holds data again: keep it listed
+          throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
+        }
+        await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
+        await deps.stats?.forget(ns);
+        // A write that raced the delete in another process may have been indexed there before that process heard of the
+        // removal (its index cache still knew the name), and landed after the data was deleted: it is kept (it came
+        // later), and must stay listed. Counted again now that the delete is done.
+        const [laterConfigs, laterServices] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
+        if (laterConfigs > 0 || laterServices > 0) await index.add(ns);
+        return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
+      } catch (err) {
+        await index.add(ns).catch(() => {}); // best effort: the store may still be unreachable (the error says so)
+        throw err;
       }
-      await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
-      await deps.stats?.forget(ns);
-      // A write that raced the delete in another process may have been indexed there before that process heard of the
-      // removal (its index cache still knew the name), and landed after the data was deleted: it is kept (it came
-      // later), and must stay listed. Counted again now that the delete is done.
-      const [laterConfigs, laterServices] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
-      if (laterConfigs > 0 || laterServices > 0) await index.add(ns);
-      return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
     },
   };
 }
