@@ -16,6 +16,42 @@ const DONE: PassResult = { namespaces: 0, expired: 0, instances: 0, prunedEdges:
 let seq = 0;
 const mutexKey = () => `gov-{mx${process.pid}x${seq++}}:mutex:stat`;
 
+describe("the stats store: counts of an older pass never replace a newer pass's", () => {
+  const targets = [
+    { name: "embedded", skip: "", open: async () => ({ store: createMemoryStatsStore(), close: () => {} }) },
+    ...redisTargets().map((t) => ({
+      name: t.name,
+      skip: t.skip,
+      open: async () => {
+        const c = await connectRedis(t.url);
+        return { store: createRedisStatsStore(c, `gov-{sw${process.pid}x${seq++}}`), close: () => c.disconnect() };
+      },
+    })),
+  ];
+  const stat = (configs: number) => ({ namespaces: 2, services: { total: 1, health: 1 }, instances: 3, configs });
+  for (const t of targets) {
+    it.skipIf(t.skip)(`on the ${t.name} store`, async () => {
+      const { store, close } = await t.open();
+      try {
+        const n = `{sw${process.pid}x${seq++}}`;
+        await store.write(n, stat(8), 20_000); // the worker that took over
+        await store.write(n, stat(7), 10_000); // the suspended one, resumed: read before the other's pass
+        expect(await store.read(n)).toEqual(stat(8));
+        await store.write(n, stat(9), 30_000); // the next pass
+        expect(await store.read(n)).toEqual(stat(9));
+        await store.write(n, stat(10)); // no pass time: replaces (and forgets it)
+        await store.write(n, stat(11), 1);
+        expect(await store.read(n)).toEqual(stat(11));
+        await store.forget(n); // a deleted namespace counts afresh
+        await store.write(n, stat(12), 5);
+        expect(await store.read(n)).toEqual(stat(12));
+      } finally {
+        close();
+      }
+    });
+  }
+});
+
 describe("the statistics schedule", () => {
   it("first pass after the initial delay, then one per period, never two at once", async () => {
     const passes: { start: number; end: number }[] = [];
@@ -148,7 +184,7 @@ for (const target of redisTargets()) {
         await redis.del(key); // expired in Redis meanwhile
         const other = redlockMutex(await client(), { key, ttlMs: 1000, logger });
         expect(await other.hold()).toBe(true);
-        await stats.write("{slow}", { namespaces: 3, services: { total: 1, health: 0 }, instances: 0, configs: 8 });
+        await stats.write("{slow}", { namespaces: 3, services: { total: 1, health: 0 }, instances: 0, configs: 8 }, Date.now());
         // the process resumes: its read answers first
         release();
         for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));

@@ -1,4 +1,4 @@
-import { redisCaller, type RedisClient } from "@gov/redis";
+import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
 
 /** What `GET /v1/namespaces/{ns}/stat` answers: the counts of the stats worker's last pass over the namespace. */
 export interface NamespaceStat {
@@ -15,8 +15,13 @@ export interface NamespaceStat {
  */
 export interface StatsStore {
   readonly kind: string;
-  /** Replaces the namespace's counts. */
-  write(namespace: string, stat: NamespaceStat): Promise<void>;
+  /**
+   * Replaces the namespace's counts — unless they come from an older pass than those stored: `passAt` is when the
+   * pass that counted them was due. A worker suspended mid-pass (SIGSTOP, a VM pause) past the `stat` mutex's TTL may
+   * resume with counts read before another worker took over and counted again; its write is then ignored, whenever
+   * it lands. Without `passAt` the write always replaces.
+   */
+  write(namespace: string, stat: NamespaceStat, passAt?: number): Promise<void>;
   /**
    * Drops the counts of every namespace not in `keep` (deleted since the last pass: its stat then reads zeros, like a
    * namespace never counted). Returns how many were dropped.
@@ -37,21 +42,31 @@ export const EMPTY_STAT: NamespaceStat = { namespaces: 0, services: { total: 0, 
 
 export function createMemoryStatsStore(): StatsStore {
   const stats = new Map<string, NamespaceStat>();
+  const passes = new Map<string, number>();
   let last: number | undefined;
   return {
     kind: "embedded",
-    async write(ns, stat) {
+    async write(ns, stat, passAt) {
+      if (passAt !== undefined && (passes.get(ns) ?? -Infinity) > passAt) return;
       stats.set(ns, stat);
+      if (passAt !== undefined) passes.set(ns, passAt);
+      else passes.delete(ns);
     },
     read: async (ns) => stats.get(ns),
     async retain(keep) {
       const kept = new Set(keep);
       let n = 0;
-      for (const ns of stats.keys()) if (!kept.has(ns) && stats.delete(ns)) n++;
+      for (const ns of stats.keys()) {
+        if (kept.has(ns)) continue;
+        stats.delete(ns);
+        passes.delete(ns);
+        n++;
+      }
       return n;
     },
     async forget(ns) {
       stats.delete(ns);
+      passes.delete(ns);
     },
     lastPassAt: async () => last,
     async setLastPassAt(at) {
@@ -64,6 +79,26 @@ export function createMemoryStatsStore(): StatsStore {
 const FIELDS = ["namespaces", "services", "health", "instances", "configs"] as const;
 
 /**
+ * KEYS: the namespace's stat hash. ARGV: passAt ('' = always), then the FIELDS' values → 1 written | 0 older than the
+ * stored pass (its `passAt` field).
+ */
+const WRITE = defineScript(
+  "gov-stats-write",
+  1,
+  `
+if ARGV[1] ~= '' then
+  local stored = tonumber(redis.call('HGET', KEYS[1], 'passAt'))
+  if stored and stored > tonumber(ARGV[1]) then return 0 end
+  redis.call('HSET', KEYS[1], 'passAt', ARGV[1])
+else
+  redis.call('HDEL', KEYS[1], 'passAt')
+end
+redis.call('HSET', KEYS[1], 'namespaces', ARGV[2], 'services', ARGV[3], 'health', ARGV[4], 'instances', ARGV[5], 'configs', ARGV[6])
+return 1
+`,
+);
+
+/**
  * On Redis: a hash `{ns}:stat` per namespace (in the namespace's slot, beside its data); in the system namespace, the
  * set of namespaces that have one (`{system}:stat_idx`) and a string `{system}:stat_last_pass`.
  */
@@ -72,12 +107,16 @@ export function createRedisStatsStore(client: RedisClient, systemNamespace: stri
   const key = (ns: string) => `${ns}:stat`;
   const lastKey = `${systemNamespace}:stat_last_pass`;
   const indexKey = `${systemNamespace}:stat_idx`;
+  prepareScripts(client, WRITE);
   return {
     kind,
-    async write(ns, s) {
+    async write(ns, s, passAt) {
       // two slots (the namespace's, the system's): two commands, sent together
       await call(() =>
-        Promise.all([client.hset(key(ns), { namespaces: s.namespaces, services: s.services.total, health: s.services.health, instances: s.instances, configs: s.configs }), client.sadd(indexKey, ns)]),
+        Promise.all([
+          runScript(client, WRITE, [key(ns)], [passAt ?? "", s.namespaces, s.services.total, s.services.health, s.instances, s.configs]),
+          client.sadd(indexKey, ns),
+        ]),
       );
     },
     async retain(keep) {

@@ -30,6 +30,6 @@ export function runWorker(ctx: ModuleContext, settings: SettingValues<typeof wor
     passes: stores.stats,
     logger: ctx.logger,
     ...timing,
-    runPass: (signal) => runStatsPass({ ...stores, edgeTtlMs: settings.edgeTtl, now, signal, mayWrite: () => mutex.holds() }),
+    runPass: (signal, passAt) => runStatsPass({ ...stores, edgeTtlMs: settings.edgeTtl, now, signal, mayWrite: () => mutex.holds(), passAt }),
   });
 }

@@ -28,6 +28,12 @@ export interface StatsPassDeps {
    * store what it read before over that worker's newer counts. Default: always.
    */
   mayWrite?: () => boolean;
+  /**
+   * When this pass was due (epoch ms): stored with each namespace's counts, so that a write from an older pass (one
+   * that resumed after another worker's newer pass) never replaces newer counts, even if it slips past `mayWrite`
+   * (checked here, sent a moment later).
+   */
+  passAt?: number;
 }
 
 export interface PassResult {
@@ -72,7 +78,7 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
     };
     // read before a pause that outlasted the mutex, these counts may be older than another worker's: not written then
     if (!mayWrite()) return;
-    await deps.stats.write(ns, stat);
+    await deps.stats.write(ns, stat, deps.passAt);
     result.instances += instances;
     result.prunedEdges += pruned;
   };
