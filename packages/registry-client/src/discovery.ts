@@ -55,9 +55,14 @@ export class ServiceCache {
     onFirstFailure: () => void,
   ) {
     this.ready = new Promise<void>((resolve, reject) => {
-      void this.run(resolve, (e) => {
-        onFirstFailure();
-        reject(e);
+      // Started a turn later: a transport that throws at once (a header it cannot send) must not call onFirstFailure
+      // while the caller is still constructing this cache (it compares the cache with the one it is creating: a
+      // ReferenceError then, thrown out of run() as an unhandled rejection that ended the process).
+      queueMicrotask(() => {
+        this.run(resolve, (e) => {
+          onFirstFailure();
+          reject(e);
+        }).catch(reject);
       });
     });
     this.ready.catch(() => {}); // rejections are handled by whoever awaits it
