@@ -9,19 +9,23 @@ export const CONSUMER_NAMESPACE_HEADER = "X-Gov-Consumer-Namespace";
 const DISCOVERY_METHODS = new Set(["WatchInstances", "ListInstances", "ChooseInstance"]);
 
 /**
- * Whether a value can travel in an HTTP header as it is: fetch's Headers takes only characters up to U+00FF (a
- * ByteString), which the registry reads back as they were sent. A service id such as "支付" is valid on the registry
- * but cannot be sent: Headers.set throws a TypeError, which failed every discovery call of the client.
+ * A header value that any HTTP stack sends as written: an ASCII one as it is, any other in RFC 8187's form
+ * (`UTF-8''` and its UTF-8 bytes percent-encoded), which the registry decodes. A service id such as "支付" or "café"
+ * is valid on the registry, but fetch's Headers refuses a character beyond U+00FF (a TypeError, which failed every
+ * discovery call of the client), and stacks disagree on the bytes of one up to U+00FF (fetch sends "é" as one byte,
+ * Node's HTTP/1.1 client as two).
  */
-const sendable = (value: string) => !/[^\u0000-\u00ff]/.test(value);
+function headerValue(value: string): string {
+  if (!/[^\u0020-\u007e]/.test(value)) return value;
+  // encodeURIComponent leaves ' ( ) * as they are, which RFC 8187's attr-char does not allow
+  return `UTF-8''${encodeURIComponent(value).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
+}
 
 function withHeader(header: HeadersInit | undefined, consumer: string, namespace: string | undefined): Headers {
   const h = new Headers(header);
-  // A consumer that cannot be sent is left out: discovery works, and records no topology edge (as an anonymous call).
-  if (!sendable(consumer)) return h;
-  h.set(CONSUMER_HEADER, consumer);
+  h.set(CONSUMER_HEADER, headerValue(consumer));
   // (the client discovers in its own namespace, which the registry takes for the consumer's without the header)
-  if (namespace && sendable(namespace)) h.set(CONSUMER_NAMESPACE_HEADER, namespace);
+  if (namespace) h.set(CONSUMER_NAMESPACE_HEADER, headerValue(namespace));
   return h;
 }
 

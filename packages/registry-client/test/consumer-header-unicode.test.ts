@@ -22,8 +22,8 @@ function unavailableRegistry() {
   return { transport, seen };
 }
 
-describe("registry client: a service id beyond Latin-1 (valid on the registry: 支付)", () => {
-  it("discovery fails with the registry's answer, not a TypeError or a crash of the process; the header is left out", { timeout: 5000 }, async () => {
+describe("registry client: a service id beyond ASCII (valid on the registry: 支付, café)", () => {
+  it("discovery fails with the registry's answer, not a TypeError or a crash of the process; the header carries the id in RFC 8187's form", { timeout: 5000 }, async () => {
     const { transport, seen } = unavailableRegistry();
     const unhandled: unknown[] = [];
     const onUnhandled = (e: unknown) => void unhandled.push(e);
@@ -34,7 +34,8 @@ describe("registry client: a service id beyond Latin-1 (valid on the registry: �
       await new Promise((r) => setTimeout(r, 50));
       expect(outcome).toBeInstanceOf(ConnectError);
       expect((outcome as ConnectError).code).toBe(Code.Unavailable);
-      expect(seen).toEqual([{ consumer: null, namespace: null }]);
+      // ASCII on the wire whatever the HTTP stack; the registry decodes it
+      expect(seen).toEqual([{ consumer: "UTF-8''%E6%94%AF%E4%BB%98", namespace: "{dev}" }]);
       // the next call tries again (the failed cache was dropped)
       expect(await client.choose("order").catch((e: unknown) => (e as ConnectError).code)).toBe(Code.Unavailable);
       expect(seen).toHaveLength(2);
@@ -45,11 +46,15 @@ describe("registry client: a service id beyond Latin-1 (valid on the registry: �
     }
   });
 
-  it("a Latin-1 service id (café) is still sent as it is", async () => {
+  it("a service id in Latin-1 (café) is sent so too (stacks disagree on its bytes), and an ASCII one as it is", async () => {
     const { transport, seen } = unavailableRegistry();
     const client = createRegistryClient({ transport, namespace: "{dev}", serviceId: "café" });
     await client.instances("order").catch(() => {});
-    expect(seen[0]).toEqual({ consumer: "café", namespace: "{dev}" });
+    expect(seen[0]).toEqual({ consumer: "UTF-8''caf%C3%A9", namespace: "{dev}" });
     await client.close();
+    const ascii = createRegistryClient({ transport, namespace: "{dev}", serviceId: "order-api" });
+    await ascii.instances("order").catch(() => {});
+    expect(seen[1]).toEqual({ consumer: "order-api", namespace: "{dev}" });
+    await ascii.close();
   });
 });

@@ -143,6 +143,35 @@ export interface TopologyRecorderDeps {
   onError?: (err: unknown) => void;
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** RFC 8187's form of a value beyond ASCII: `UTF-8''` and its UTF-8 bytes percent-encoded (what the registry client sends). */
+const EXT_VALUE = /^UTF-8''((?:%[0-9A-Fa-f]{2}|[A-Za-z0-9!#$&+.^_`|~-])*)$/;
+
+/**
+ * A consumer header's value as text. A header travels as bytes, and what a client does with characters beyond ASCII
+ * depends on its HTTP stack: fetch sends a Latin-1 "é" as one byte, Node's HTTP/1.1 client (Connect's) as its UTF-8
+ * bytes, curl from a UTF-8 terminal the bytes it was given, and none can send "支付" as a string. So: a value in RFC
+ * 8187's form (`UTF-8''%E6%94%AF%E4%BB%98`, pure ASCII on every stack; the registry client's) is percent-decoded;
+ * bytes that are valid UTF-8 are read as UTF-8 (HTTP hands them over one character per byte); anything else stays as
+ * it arrived (a Latin-1 "é" alone is no UTF-8 sequence).
+ */
+export function headerText(value: string): string {
+  const ext = EXT_VALUE.exec(value);
+  if (ext) {
+    try {
+      return decodeURIComponent(ext[1]);
+    } catch {
+      return value; // not UTF-8 once decoded: the check that follows refuses it like any malformed header
+    }
+  }
+  if (!/[\u0080-\u00ff]/.test(value)) return value;
+  try {
+    return utf8.decode(Buffer.from(value, "latin1"));
+  } catch {
+    return value;
+  }
+}
+
 /** Whether a caller-supplied header value passes `check`; a bad header records nothing but never fails discovery. */
 function valid(check: () => void): boolean {
   try {
@@ -167,9 +196,11 @@ export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyReco
   const nextWrite = new Map<string, number>();
   return {
     discovered(ctx, namespace, serviceId, found) {
-      const consumer = ctx.requestHeader.get(CONSUMER_HEADER);
-      if (!consumer) return;
-      const consumerNs = ctx.requestHeader.get(CONSUMER_NAMESPACE_HEADER) || namespace;
+      const raw = ctx.requestHeader.get(CONSUMER_HEADER);
+      if (!raw) return;
+      const consumer = headerText(raw);
+      const rawNs = ctx.requestHeader.get(CONSUMER_NAMESPACE_HEADER);
+      const consumerNs = rawNs ? headerText(rawNs) : namespace;
       if (consumerNs === namespace && consumer === serviceId) return;
       const edgeKey = `${consumerNs}\n${consumer}\n${namespace}\n${serviceId}`;
       const now = deps.now();

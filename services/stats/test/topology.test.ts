@@ -124,6 +124,22 @@ for (const target of statsTargets()) {
       }
     });
 
+    it("consumer ids beyond ASCII make edges under their own names: the registry client's RFC 8187 form, curl's UTF-8 bytes, a raw Latin-1 byte", async () => {
+      const ns = await setUp();
+      for (const id of ["支付", "café", "naïve"]) await put(`${services(ns)}/${encodeURIComponent(id)}`);
+      const client = createRegistryClient({ baseUrl: url, namespace: ns, serviceId: "支付" });
+      try {
+        expect(await client.instances("B")).toHaveLength(1);
+      } finally {
+        await client.close();
+      }
+      // what curl sends from a UTF-8 terminal: the bytes of "café" (HTTP hands them over one character per byte)
+      expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": Buffer.from("café").toString("latin1") })).status).toBe(200);
+      // a client that sends Latin-1: "ï" as the one byte 0xEF, which is no UTF-8 sequence here
+      expect((await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "naïve" })).status).toBe(200);
+      await expect.poll(() => topology(ns), POLL).toEqual({ 支付: ["B"], café: ["B"], naïve: ["B"] });
+    });
+
     it("an edge not seen for gov.topology.edge-ttl disappears from the topology, and the worker prunes it", async () => {
       const ns = await setUp();
       await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "A" });
