@@ -6,7 +6,8 @@
  * No `pipeThrough` chain, so there is no promise per event beyond the consumer's own `read()`.
  */
 import { createParser, type EventSourceMessage, type ParseError } from "eventsource-parser";
-import { DecodeError, EventSizeLimitError, NetworkError, StreamError, providerError, snippet } from "./errors.js";
+import { DecodeError, EventSizeLimitError, StreamError, providerError, snippet } from "./errors.js";
+import { toNetworkError } from "./response-body.js";
 import type { ChatResponse, ChatStream, ChatStreamEvent } from "./types.js";
 
 /** Default cap on one event (and on buffered, not yet terminated input): 16 Mi characters. */
@@ -15,7 +16,7 @@ export const DEFAULT_MAX_EVENT_SIZE = 16 * 1024 * 1024;
 export interface ChatStreamOptions {
   /** Largest event, in characters, before the stream errors with {@link EventSizeLimitError}. */
   maxEventSize?: number;
-  /** Used in {@link NetworkError}s when the connection breaks mid-stream. */
+  /** Used in the NetworkError of a connection that breaks mid-stream. */
   url?: string;
   /** The caller's signal: a read failing with its abort reason rejects with that reason as it is. */
   signal?: AbortSignal;
@@ -119,7 +120,8 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
         try {
           chunk = await reader.read();
         } catch (error) {
-          if (!finished) fail(readError(error, options.url, options.signal));
+          // after the headers, a failed read means the connection broke mid-stream (or the caller aborted)
+          if (!finished) fail(toNetworkError(error, options.url ?? "", options.signal, "Connection lost while reading the stream"));
           return;
         }
         if (finished) return;
@@ -172,15 +174,6 @@ function streamError(parsed: unknown, event: string): StreamError {
   return new StreamError(typeof message === "string" ? message : `Provider sent an error event: ${snippet(JSON.stringify(parsed))}`, error, event);
 }
 
-/**
- * A body read that fails after the headers means the connection broke mid-stream, unless the caller aborted: its
- * reason is what it sees, whatever its class (a reason that is a TypeError is not a broken connection).
- */
-function readError(error: unknown, url = "", signal?: AbortSignal): unknown {
-  if (signal?.aborted && error === signal.reason) return error;
-  if (error instanceof TypeError) return new NetworkError(`Connection lost while reading the stream (${error.message})`, url, { cause: error });
-  return error;
-}
 
 /**
  * Node ≥18 and current browsers make `ReadableStream` async-iterable natively. Where a runtime does not, add

@@ -2,15 +2,16 @@
 import { DecodeError, NetworkError, snippet } from "./errors.js";
 
 /**
- * Maps a failure of `fetch` or of a body read. A caller's own abort keeps its reason (the caller chose it);
- * everything the platform throws for a broken connection becomes a {@link NetworkError}.
+ * Maps a failure of `fetch` or of a body read. A caller's own abort keeps its reason, whatever its class (the caller
+ * chose it; a reason that is a TypeError is no broken connection); everything the platform throws for a broken
+ * connection becomes a {@link NetworkError}, worded by `what` (default: the request failed).
  */
-export function toNetworkError(error: unknown, url: string, signal?: AbortSignal): unknown {
+export function toNetworkError(error: unknown, url: string, signal?: AbortSignal, what = `Request to ${url} failed`): unknown {
   if (signal?.aborted) return signal.reason;
   if (error instanceof TypeError) {
     const cause = (error as { cause?: { message?: string } }).cause;
     const detail = cause?.message ? `${error.message}: ${cause.message}` : error.message;
-    return new NetworkError(`Request to ${url} failed (${detail})`, url, { cause: error });
+    return new NetworkError(`${what} (${detail})`, url, { cause: error });
   }
   return error;
 }
