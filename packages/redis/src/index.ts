@@ -1,6 +1,6 @@
 export { createRedis, connectRedis, parseRedisUrl, redactRedisUrl, type RedisClient, type RedisTarget, type ConnectOptions } from "./connect.js";
 export { guardClusterPipelines } from "./cluster-pipelines.js";
-export { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
+export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError } from "./store-errors.js";
 export { describeWriteFailure, redisWriteCaller, writeMaySend, type FailedWrite } from "./write-outcome.js";
 export { isConnectionError, redisCaller, redisDownReason, quitQuietly, type RedisCall } from "./outage.js";
 export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type PatternSubscription } from "./subscriber-hub.js";

@@ -1,7 +1,7 @@
 import { Cluster } from "ioredis";
 import type { RedisClient } from "./connect.js";
 import { closeDurableWriter } from "./durable-write.js";
-import { StoreUnavailableError } from "./store-errors.js";
+import { RETRY_WHEN_BACK, StoreUnavailableError } from "./store-errors.js";
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 // "Too many Cluster redirections": ioredis gave up following MOVED / CLUSTERDOWN replies while a failover moves slots.
@@ -31,7 +31,7 @@ export function redisCaller(client: RedisClient): RedisCall {
       return await run();
     } catch (err) {
       if (!isConnectionError(err)) throw err;
-      throw new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? plainCause(err as Error)}): retry when it is back`, { cause: err });
+      throw new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? plainCause(err as Error)}): ${RETRY_WHEN_BACK}`, { cause: err });
     }
   };
 }

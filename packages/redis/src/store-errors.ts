@@ -20,6 +20,15 @@ export class WriteOutcomeUnknownError extends StoreUnavailableError {
   override readonly name: string = "WriteOutcomeUnknownError";
 }
 
+/** The advice every store outage's message ends with (see `redisCaller`). */
+export const RETRY_WHEN_BACK = "retry when it is back";
+const ENDS_WITH_ADVICE = new RegExp(`: ${RETRY_WHEN_BACK}$`);
+
+/** An error's message without that closing advice, for an answer that quotes the outage and gives advice of its own. */
+export function withoutRetryAdvice(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).replace(ENDS_WITH_ADVICE, "");
+}
+
 /**
  * A store outage met by a write before anything of it was sent — by the store itself, or before the call reached its
  * handler (the caller's token could not be checked) — as the refusal that says so: "nothing was written", so that the
@@ -27,8 +36,6 @@ export class WriteOutcomeUnknownError extends StoreUnavailableError {
  */
 export function nothingWritten(err: unknown): unknown {
   if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError || err.message.includes("nothing was written")) return err;
-  const message = /retry when it is back$/.test(err.message)
-    ? err.message.replace(/retry when it is back$/, "nothing was written; retry when it is back")
-    : `${err.message}; nothing was written`;
+  const message = err.message.endsWith(RETRY_WHEN_BACK) ? `${err.message.slice(0, -RETRY_WHEN_BACK.length)}nothing was written; ${RETRY_WHEN_BACK}` : `${err.message}; nothing was written`;
   return new StoreUnavailableError(message, { cause: err.cause });
 }

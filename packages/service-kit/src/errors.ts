@@ -5,8 +5,8 @@ import { outageAnswersOf } from "./outage-answers.js";
 
 // Defined in @gov/redis (which raises them for outages and unanswered writes) so that this package can depend on it
 // without a cycle. WriteOutcomeUnknownError: a write that may or may not have been applied (→ deadline_exceeded, 504).
-import { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "@gov/redis";
-export { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError };
+import { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError } from "@gov/redis";
+export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError };
 
 /**
  * Expected failures pass through; store outages become `unavailable` (or `deadline_exceeded` when a write's outcome is

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { outageLogFields, type Logger } from "@gov/service-kit";
+import { outageLogFields, withoutRetryAdvice, type Logger } from "@gov/service-kit";
 import type { AuditRecord, SecurityStore } from "./store/security-store.js";
 
 /** Entries per store call: one Lua call's arguments stay far below Lua's stack limit. */
@@ -118,10 +118,7 @@ async function writeOutcomes(store: SecurityStore, batch: Outcome[], maxEntries:
 }
 
 /** A refusal as the audit log's answers quote it: the store's own message, without its own advice (the answer has its own). */
-function refusalText(err: unknown): string {
-  const text = err instanceof Error ? err.message : String(err);
-  return text.replace(/: retry when it is back$/, "").slice(0, 512);
-}
+const refusalText = (err: unknown): string => withoutRetryAdvice(err).slice(0, 512);
 
 /**
  * Opened entries go to the store in batches, one per turn of the event loop: every call whose request was read in that

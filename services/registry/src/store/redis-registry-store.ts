@@ -48,8 +48,8 @@ type WriteTarget =
   | { op: "putService" | "deleteService"; namespace: string; serviceId: string }
   | { op: "register" | "deregister" | "renew" | "setMetadata"; namespace: string; serviceId: string; instanceId: string };
 
-const WRITE_NOUNS: Record<WriteTarget["op"], string> = {
-  deleteNamespace: "deletion of the services",
+/** The noun of each write that names one service or instance (a namespace delete has its own words). */
+const WRITE_NOUNS: Record<Exclude<WriteTarget["op"], "deleteNamespace">, string> = {
   putService: "creation",
   deleteService: "deletion",
   register: "registration",
