@@ -1,5 +1,6 @@
+import type { RedisClient } from "@gov/redis";
 import { pino } from "pino";
-import type { IdGenLogger } from "../src/index.js";
+import { MachineLease, redisMachineIdDistributor, type IdGenLogger } from "../src/index.js";
 
 export interface LogLine {
   level: number;
@@ -40,4 +41,13 @@ let seq = 0;
 /** A namespace no other test uses (tests share the Redis servers). */
 export function uniqueNamespace(prefix: string): string {
   return `${prefix}-${process.pid}-${Date.now().toString(36)}-${seq++}`;
+}
+
+/**
+ * Acquires test leases on `client`'s Redis: `machineBit` bits of machine id, renewed only when a test says so, logs
+ * captured (and dropped); `extra` overrides any option.
+ */
+export function redisLeases(client: () => RedisClient, machineBit: number) {
+  return (namespace: string, instanceId: string, extra: Partial<Parameters<typeof MachineLease.acquire>[0]> = {}) =>
+    MachineLease.acquire({ namespace, instanceId, machineBit, distributor: redisMachineIdDistributor(client()), autoRenew: false, logger: captureLogs().logger, ...extra });
 }

@@ -11,7 +11,7 @@ import {
   parseSnowflake,
   MachineIdLostException,
 } from "../src/index.js";
-import { captureLogs, uniqueNamespace } from "./helpers.js";
+import { captureLogs, redisLeases, uniqueNamespace } from "./helpers.js";
 
 for (const target of redisTargets()) {
   describe.skipIf(target.skip)(`redis machine-id distributor on ${target.name}`, () => {
@@ -21,8 +21,7 @@ for (const target of redisTargets()) {
     });
     afterAll(() => client?.disconnect());
 
-    const lease = (namespace: string, instanceId: string, extra: Partial<Parameters<typeof MachineLease.acquire>[0]> = {}) =>
-      MachineLease.acquire({ namespace, instanceId, machineBit: 2, distributor: redisMachineIdDistributor(client), autoRenew: false, logger: captureLogs().logger, ...extra });
+    const lease = redisLeases(() => client, 2);
 
     it("hands out distinct ids and overflows when all are held", async () => {
       const ns = uniqueNamespace("lease");

@@ -8,12 +8,11 @@ import {
   MachineLease,
   manualDistributor,
   parseSnowflake,
-  redisMachineIdDistributor,
   SnowflakeId,
   stopAfterMs,
   type MachineIdDistributor,
 } from "../src/index.js";
-import { captureLogs, LEVEL, manualMonotonic, shiftableClock, uniqueNamespace } from "./helpers.js";
+import { captureLogs, LEVEL, manualMonotonic, redisLeases, shiftableClock, uniqueNamespace } from "./helpers.js";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const WALL_JUMP = /^Wall clock ran \d+ ms ahead of the monotonic clock since the last renewal \(host suspended, or a forward clock step\): machine id \d+ issues no ids until a renewal confirms the lease is still ours$/;
@@ -32,8 +31,7 @@ for (const target of redisTargets()) {
     afterAll(() => client?.disconnect());
 
     // machineBit 1: two ids, so a third lease gets the stalest one
-    const lease = (namespace: string, instanceId: string, extra: Partial<Parameters<typeof MachineLease.acquire>[0]> = {}) =>
-      MachineLease.acquire({ namespace, instanceId, machineBit: 1, distributor: redisMachineIdDistributor(client), autoRenew: false, logger: captureLogs().logger, ...extra });
+    const lease = redisLeases(() => client, 1);
 
     it("a host suspended for longer than T issues no id under the machine id another process reclaimed meanwhile: zero duplicates", async () => {
       const ns = uniqueNamespace("suspend");
