@@ -64,15 +64,16 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
     }
   };
 
+  /** Held, and within its validity by this process's clock (a lost lock is dropped: `lock` is then undefined). */
+  const valid = () => lock !== undefined && lock.expiration > Date.now();
+
   return {
     get lost() {
       return lost.signal;
     },
-    holds() {
-      return !!lock && !lost.signal.aborted && lock.expiration > Date.now();
-    },
+    holds: valid,
     async hold() {
-      if (lock && lock.expiration > Date.now()) return true;
+      if (valid()) return true;
       if (lock) drop("it expired before it could be extended");
       try {
         lock = await redlock.acquire([options.key], ttlMs);
