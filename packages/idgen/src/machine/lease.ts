@@ -183,21 +183,13 @@ export class MachineLease implements MachineIdSource {
   assertUsable(tick?: number): void {
     if (this.status === "LOST" || this.status === "REVERTED") throw this.lostError();
     const monoElapsed = this.o.monotonic() - this.lastRenewalMono;
-    if (monoElapsed >= this.stopAfter) {
-      this.stopClock = "monotonic";
-      this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
-      throw this.lostError();
-    }
+    if (monoElapsed >= this.stopAfter) this.stopRuleFired("monotonic");
     if (this.status === "CHECKING") throw this.unconfirmedError();
     const wallNow = tick ?? this.o.clock.now();
     if (wallNow >= this.wallDeadline) {
-      if (this.stopAfter - monoElapsed <= this.tieMs) {
-        // both clocks agree (a wall clock slewed or floored to the ms reaches the deadline a little earlier): the
-        // ordinary stop rule, not a jump
-        this.stopClock = "wall";
-        this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
-        throw this.lostError();
-      }
+      // both clocks agree (a wall clock slewed or floored to the ms reaches the deadline a little earlier): the
+      // ordinary stop rule, not a jump
+      if (this.stopAfter - monoElapsed <= this.tieMs) this.stopRuleFired("wall");
       // The monotonic clock stands still while the host is suspended; the store's clock (Redis TIME) does not, and
       // may have recycled the id meanwhile. A backward wall step only moves wallNow away from the deadline: the
       // monotonic rule above still bounds the lease.
@@ -205,6 +197,13 @@ export class MachineLease implements MachineIdSource {
       throw this.unconfirmedError();
     }
     if (tick !== undefined && tick > this.highestTick) this.highestTick = tick;
+  }
+
+  /** The stop rule: no successful renewal for `stopAfter`, by `clock`. The lease is lost. */
+  private stopRuleFired(clock: StopClock): never {
+    this.stopClock = clock;
+    this.markLost(`no successful renewal for ${this.stopAfter} ms (safe-guard duration ${this.o.safeGuardMs} ms)`);
+    throw this.lostError();
   }
 
   /**
