@@ -1,20 +1,25 @@
-import { StoreUnavailableError } from "@gov/redis";
+import { connectRedis, StoreUnavailableError } from "@gov/redis";
 import { createLogger } from "@gov/service-kit";
+import { redisServerPath, startRedis } from "@gov/testkit";
+import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { createAuditWriter, NO_OUTCOME } from "../src/audit-log.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
+import { createRedisSecurityStore } from "../src/store/redis-security-store.js";
 import { collectAudit, type SecurityStore } from "../src/store/security-store.js";
+import { systemNs } from "./harness.js";
 
 const entry = (i: number) => ({ id: `e${i}`, operator: "op", ip: "", resource: `/r/${i}`, action: "PUT", status: 200, msg: "", opTime: i });
 
 /**
  * The embedded store standing in for Redis (`kind`: a store that outlives this process, so entries are opened), with its
  * audit writes counted (`calls`: outcome writes, close or append) and, while `down`, refused as Redis would refuse them;
- * `loseOpens` acknowledges opens without storing them (a failover that lost them), `failAppends` refuses that many appends.
+ * `loseOpens` acknowledges opens without storing them (a failover that lost them), `failAppends` refuses that many appends,
+ * `applyThenFail` applies that many closes or appends and then fails them (an unknown outcome: the reply was lost).
  */
 function observedStore(kind: SecurityStore["kind"] = "redis") {
   const store = createMemorySecurityStore();
-  const state = { calls: 0, down: false, opens: 0, loseOpens: false, failAppends: 0 };
+  const state = { calls: 0, down: false, opens: 0, loseOpens: false, failAppends: 0, applyThenFail: 0 };
   const unavailable = () => new StoreUnavailableError("Redis at 127.0.0.1:1 is unavailable (test)");
   const observed: SecurityStore = {
     ...store,
@@ -27,12 +32,15 @@ function observedStore(kind: SecurityStore["kind"] = "redis") {
     async closeAudit(outcomes, max) {
       state.calls++;
       if (state.down) throw unavailable();
-      return store.closeAudit(outcomes, max);
+      const missing = await store.closeAudit(outcomes, max);
+      if (state.applyThenFail-- > 0) throw unavailable(); // applied, and the reply lost
+      return missing;
     },
-    async appendAudit(entries, max) {
+    async appendAudit(entries, max, skipLoggedAmong) {
       state.calls++;
       if (state.down || state.failAppends-- > 0) throw unavailable();
-      return store.appendAudit(entries, max);
+      await store.appendAudit(entries, max, skipLoggedAmong);
+      if (state.applyThenFail-- > 0) throw unavailable();
     },
   };
   return { store: observed, state };
@@ -145,6 +153,20 @@ describe("the audit writer", () => {
     await onRedis.close();
   });
 
+  it("a close or an append that was applied though it failed is not stored again by its retry", async () => {
+    const { store, state } = observedStore();
+    const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+    await writer.open(opening(1));
+    state.applyThenFail = 1;
+    writer.record(entry(1)); // closed, the reply lost: the retry finds no open entry and would append it whole
+    await expect.poll(() => state.calls, { timeout: 3000 }).toBeGreaterThanOrEqual(3);
+    state.applyThenFail = 1;
+    void writer.record(entry(2), true); // appended whole, the reply lost
+    await expect.poll(() => state.calls, { timeout: 3000 }).toBeGreaterThanOrEqual(5);
+    await writer.close();
+    expect((await collectAudit(store.scanAudit(ALL))).map((e) => `${e.id}:${e.status}`)).toEqual(["e2:200", "e1:200"]);
+  });
+
   it("a batch stored in part before a failure is retried without storing anything twice", async () => {
     const { store, state } = observedStore();
     const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
@@ -156,4 +178,31 @@ describe("the audit writer", () => {
     await writer.close();
     expect((await collectAudit(store.scanAudit(ALL))).map((e) => e.id)).toEqual(["e2", "e1"]);
   });
+});
+
+/**
+ * The unknown outcome as Redis makes it: a private server pauses writes (scripts included) past the client's command
+ * timeout, so the outcome's close fails in the writer and its retries queue behind it; when the pause ends Redis runs the
+ * first close (the entry goes into the log) and then the retries, which find no open entry and append it whole.
+ */
+describe.skipIf(!redisServerPath())("the audit writer on Redis, a write timed out and applied later", () => {
+  it("stores the entry once", async () => {
+    const redis = await startRedis();
+    const client = await connectRedis(redis.url, { commandTimeoutMs: 200 });
+    const admin = new Redis(redis.url);
+    const store = await createRedisSecurityStore(client, { namespace: systemNs(), kind: "redis" });
+    try {
+      const writer = createAuditWriter(store, 1000, createLogger("test", "silent"));
+      await writer.open(opening(1));
+      await admin.call("CLIENT", "PAUSE", "1500", "WRITE");
+      writer.record(entry(1));
+      await writer.close(); // returns once a write of the outcome succeeded: after the pause
+      // a page shows the log as stored (a scan drops repeated ids)
+      expect((await store.readAuditPage(0, 10, ALL)).entries.map((e) => `${e.id}:${e.status}`)).toEqual(["e1:200"]);
+    } finally {
+      await store.close();
+      admin.disconnect();
+      await redis.stop();
+    }
+  }, 20_000);
 });

@@ -151,6 +151,25 @@ for (const target of targets) {
       expect((await replica.readAuditPage(0, 1, ALL)).entries[0]).toEqual(audit(5));
     });
 
+    it("audit: a retry's append skips the entries already among the newest it names, and appends the rest", async () => {
+      const ns = systemNs();
+      const own = await openSecurityStoreOn(target.url, ns, target.name, waits);
+      try {
+        await own.appendAudit([audit(41), audit(42), audit(43)], 100);
+        await own.openAudit([{ ...audit(44), status: 0, msg: "no outcome" }]);
+        // id41 is the third newest: looked for among the two newest it is not found, so it comes again
+        await own.appendAudit([audit(41), audit(42), audit(43), audit(44), audit(45)], 100, 2);
+        // a page shows the log as stored (a scan drops repeated ids)
+        const ids = async () => (await own.readAuditPage(0, 100, ALL)).entries.map((e) => `${e.id}:${e.status}`);
+        expect(await ids()).toEqual(["id45:200", "id44:200", "id41:200", "id43:200", "id42:200", "id41:200"]);
+        // everything already logged: nothing appended, the log as it was
+        await own.appendAudit([audit(44), audit(45)], 100, 10);
+        expect(await ids()).toEqual(["id45:200", "id44:200", "id41:200", "id43:200", "id42:200", "id41:200"]);
+      } finally {
+        await own.close();
+      }
+    });
+
     it("audit: a scan reads the log a part at a time, newest first, the open entries in the first part", async () => {
       const ns = systemNs();
       const own = await openSecurityStoreOn(target.url, ns, target.name, waits);

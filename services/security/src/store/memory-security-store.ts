@@ -115,11 +115,13 @@ export function createMemorySecurityStore(): SecurityStore {
     async openAudit(entries) {
       for (const e of entries) open.set(e.id, copyAudit(e));
     },
-    async appendAudit(entries, maxEntries) {
+    async appendAudit(entries, maxEntries, skipLoggedAmong = 0) {
       // a larger retention than before must not bring back what the smaller one dropped (Redis trims at once)
       if (maxEntries > kept && audit.length > kept) audit = audit.slice(audit.length - kept);
+      const logged = new Set(skipLoggedAmong > 0 ? audit.slice(-Math.min(skipLoggedAmong, kept)).map((e) => e.id) : []);
       for (const e of entries) {
         open.delete(e.id);
+        if (logged.has(e.id)) continue;
         audit.push({ id: e.id, operator: shared(e.operator), ip: shared(e.ip), resource: shared(e.resource), action: e.action, status: e.status, msg: e.msg, opTime: e.opTime });
       }
       // Trimmed in steps (a copy per append would cost O(max-entries) per batch); reads see only the newest maxEntries.

@@ -170,17 +170,35 @@ return 1`,
 export const ROLE_REMOVED = defineScript("sec_role_removed", 1, "return redis.call('SREM', KEYS[1], ARGV[1])");
 
 /**
- * KEYS audit, auditOpen; ARGV maxEntries, n, n ids, then the n entries oldest first. One call per batch: the open
- * entries of those ids go, the entries with their outcome are pushed, the log trimmed.
+ * KEYS audit, auditOpen; ARGV maxEntries, skipLoggedAmong, n, n ids, then the n entries oldest first. One call per
+ * batch: the open entries of those ids go, the entries with their outcome are pushed, the log trimmed. With
+ * skipLoggedAmong > 0 (a retry after an unknown outcome, so rare) an entry whose id is among that many newest entries
+ * is not pushed again; an entry's JSON text starts with its id, so the check reads no more than that of each.
  */
 export const APPEND_AUDIT = defineScript(
   "sec_append_audit",
   2,
-  `local n = tonumber(ARGV[2])
-redis.call('HDEL', KEYS[2], unpack(ARGV, 3, 2 + n))
-redis.call('LPUSH', KEYS[1], unpack(ARGV, 3 + n))
-redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
-return 1`,
+  `local depth, n = tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('HDEL', KEYS[2], unpack(ARGV, 4, 3 + n))
+local entries
+if depth > 0 then
+  local logged = {}
+  for _, e in ipairs(redis.call('LRANGE', KEYS[1], 0, depth - 1)) do
+    local id = string.match(e, '^{"id":"([^"\\\\]*)"')
+    if id then logged[id] = true end
+  end
+  entries = {}
+  for i = 1, n do
+    if not logged[ARGV[3 + i]] then entries[#entries + 1] = ARGV[3 + n + i] end
+  end
+else
+  entries = { unpack(ARGV, 4 + n) }
+end
+if #entries > 0 then
+  redis.call('LPUSH', KEYS[1], unpack(entries))
+  redis.call('LTRIM', KEYS[1], 0, tonumber(ARGV[1]) - 1)
+end
+return #entries`,
 );
 
 /**

@@ -180,9 +180,9 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       // durable per the client's replica policy; without one the plain command (auto-pipelined, no pipeline of its own)
       await call(() => (durableWriterOf(client) ? writeDurably(client, keys.auditOpen, (batch) => batch.hset(keys.auditOpen, ...fields)) : client.hset(keys.auditOpen, ...fields)));
     },
-    async appendAudit(entries, maxEntries) {
+    async appendAudit(entries, maxEntries, skipLoggedAmong = 0) {
       if (entries.length === 0) return;
-      const args = [maxEntries, entries.length, ...entries.map((e) => e.id), ...entries.map((e) => JSON.stringify(e))];
+      const args = [maxEntries, skipLoggedAmong, entries.length, ...entries.map((e) => e.id), ...entries.map((e) => JSON.stringify(e))];
       await call(() => runDurableScript(client, APPEND_AUDIT, [keys.audit, keys.auditOpen], args));
     },
     async closeAudit(outcomes, maxEntries) {

@@ -109,9 +109,10 @@ export interface SecurityStore {
   openAudit(entries: AuditRecord[]): Promise<void>;
   /**
    * Appends entries with their outcome (oldest first) in one store call, replacing the open entries of the same ids,
-   * keeping the newest `maxEntries`.
+   * keeping the newest `maxEntries`. With `skipLoggedAmong` > 0, an entry whose id is among that many newest entries of
+   * the log is not appended again: the retry of a write whose outcome was unknown (it may have been applied).
    */
-  appendAudit(entries: AuditRecord[], maxEntries: number): Promise<void>;
+  appendAudit(entries: AuditRecord[], maxEntries: number, skipLoggedAmong?: number): Promise<void>;
   /**
    * Records the outcomes of opened entries (oldest first) in one store call: each open entry moves into the log with
    * its `status` and `msg` replaced, keeping the newest `maxEntries`. Only the outcome travels, not the entry again.
