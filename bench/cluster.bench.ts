@@ -73,7 +73,7 @@ async function measure(cluster: RunningCluster, row: Row, seconds: number): Prom
   const samples: Sample[] = await Promise.all(
     urls.map((url, i) =>
       // 10 s per request: 14 processes on a shared machine see stalls past wrk's 2 s default, which are slow, not lost
-      load(url, { ...row.load, connections: 32 / row.gateways, seconds, timeoutSeconds: 10, env: { ...row.load.env, BENCH_OFFSET: String(Number(row.load.env?.BENCH_OFFSET ?? 0) + i * 100_000) } }),
+      load(url, { ...row.load, connections: 32 / row.gateways, seconds, timeoutSeconds: 10, unpinned: true, env: { ...row.load.env, BENCH_OFFSET: String(Number(row.load.env?.BENCH_OFFSET ?? 0) + i * 100_000) } }),
     ),
   );
   const wallUs = (performance.now() - started) * 1000;

@@ -14,8 +14,8 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { startRedis } from "@gov/testkit";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, type Runner, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, type Runner, type Server, startBenchRedis } from "./fixtures/wrk-servers.js";
+import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 /**
  * A Prometheus scrape of a gateway's management listener after the load, when every per-RPC series it served exists:
@@ -50,7 +50,7 @@ async function startupRows(): Promise<string[][]> {
   };
   for (let round = 0; round < STARTUP_ROUNDS; round++) {
     for (const runner of ["dist", "tsx"] as const) {
-      const s = await startServer(runner === "dist" ? dist : "apps/main.ts", { REDIS_URL: "" }, false, runner);
+      const s = await startServer(runner === "dist" ? dist : "apps/main.ts", { REDIS_URL: "" }, false, runner, false);
       try {
         runs[runner].startup.push(s.startupMs);
         runs[runner].rss.push(rssMb(s.child.pid!));
@@ -73,7 +73,7 @@ async function startupRows(): Promise<string[][]> {
 const STARTUP_ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 3);
 
 async function main() {
-  const redis = await startRedis();
+  const redis = await startBenchRedis();
   const path = `/v1/namespaces/${NS}/configs/app.yaml`;
   let results: Awaited<ReturnType<typeof measure>> = [];
   const rss: string[][] = [];
@@ -120,7 +120,8 @@ async function main() {
   console.log("baseline (medians shown; ratio = median of the pairs' ratios). Each server in its own process; every PUT writes a new version.");
   console.log("CPU/req = CPU time per request of the server process, plus Redis's where Redis is used (server + Redis);");
   console.log("CPU ratio = bare's CPU/req divided by this row's: the req/s ratio when CPU is the only limit, steadier than req/s");
-  console.log("on a host shared with other work.\n");
+  console.log("on a host shared with other work.");
+  console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
   console.log("| server | request | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
   console.log("|---|---|---|---|---|---|---|---|");
   for (const r of results) {

@@ -14,8 +14,8 @@
  * runs one part, BENCH_PROFILE=<dir> runs the gateways with `node --cpu-prof` (profiles written there).
  */
 import { Redis } from "ioredis";
-import { startRedis } from "@gov/testkit";
-import { fmt, load, measureRounds, mergeRounds, pairRatiosCell, startServer, stop, type Row } from "./fixtures/http-bench.js";
+import { fmt, load, measureRounds, mergeRounds, pairRatiosCell, startServer, stop, type Row, startBenchRedis } from "./fixtures/http-bench.js";
+import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -46,7 +46,7 @@ type HotRow = Row;
  * (how the JIT and heap settled, where the scheduler put them beside wrk), so one process per kind decides nothing.
  */
 async function hotRound(round: number) {
-  const redis = await startRedis();
+  const redis = await startBenchRedis();
   const servers: Awaited<ReturnType<typeof startServer>>[] = [];
   try {
     const embedded = await startServer("apps/main.ts", { REDIS_URL: "" }, PROFILE_DIR);
@@ -99,7 +99,8 @@ async function hotPart() {
   console.log(`the bare routes), of ${SECONDS} s per row next to its bare route (medians; ratio = median of the pairs' ratios). CPU/req = CPU`);
   console.log("time per request of the server, plus Redis's where it is used (server + Redis); CPU ratio = bare's CPU/req over this row's");
   console.log("(steadier than req/s on a shared host). Register cycles through 1,000 instances (each a full re-registration), renew");
-  console.log("through the same 1,000.\n");
+  console.log("through the same 1,000.");
+  console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
   console.log("| request | server | req/s | p99 | ratio vs bare | CPU/req | CPU ratio | ratio per pair |");
   console.log("|---|---|---|---|---|---|---|---|");
   for (const x of results) {
@@ -132,7 +133,7 @@ async function memoryPerInstance(redis: Redis, serviceIds: string[], instances: 
 async function scalePart() {
   const PER_SERVICE = 1000;
   const STEP = SCALE / 10;
-  const redis = await startRedis();
+  const redis = await startBenchRedis();
   const client = new Redis(redis.url);
   const gateway = await startServer("apps/main.ts", { REDIS_URL: redis.url }, PROFILE_DIR);
   try {

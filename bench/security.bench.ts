@@ -11,9 +11,9 @@
  * Servers run from the production build when `npm run build` made one (BENCH_RUNNER=tsx: from the sources).
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 9 minutes: every round starts its servers afresh).
  */
-import { startRedis } from "@gov/testkit";
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, type Server } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, type Server, startBenchRedis } from "./fixtures/wrk-servers.js";
+import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 const PASSWORD = "bench-root-password";
 const path = `/v1/namespaces/${NS}/configs/app.yaml`;
@@ -55,7 +55,7 @@ async function measureRound(round: number): Promise<Results> {
   // One Redis per Redis-backed server: sharing one, each server's config writes would be echoed to the other as change
   // events (both keep a read cache of the same config), so one row's load would cost the other server CPU in the
   // middle of its own row on this 2-core host.
-  const [redis, redisRw, redisRead] = await Promise.all([startRedis(), startRedis(), startRedis()]);
+  const [redis, redisRw, redisRead] = await Promise.all([startBenchRedis(), startBenchRedis(), startBenchRedis()]);
   const servers: Server[] = [];
   try {
     const start = async (env: Record<string, string>) => {
@@ -119,7 +119,8 @@ async function main() {
   console.log(`Servers run from ${productRunner === "dist" ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
   console.log(`Security benchmark: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds, each on freshly started servers, of ${DURATION} s per row next to its baseline`);
   console.log("(medians; ratio = median of the pairs' ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).");
-  console.log("CPU/req: the server's CPU time per request, plus Redis's where Redis is used (server + Redis).\n");
+  console.log("CPU/req: the server's CPU time per request, plus Redis's where Redis is used (server + Redis).");
+  console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
   console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | ratio per pair |");
   console.log("|---|---|---|---|---|---|---|---|");
   const [vsOff, auditRows] = [results.filter((r) => !r.group.startsWith("audit entry")), results.filter((r) => r.group.startsWith("audit entry"))];
