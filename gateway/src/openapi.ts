@@ -227,7 +227,7 @@ function successResponse(route: RestRoute, b: SchemaBuilder): Schema {
     }
     const event = b.message(route.method.output);
     const id = carriesHash(route.method.output)
-      ? "its `id:` the content's hash (send it back as Last-Event-ID when reconnecting)"
+      ? "its `id:` the `hash` it carries, which names the state the event leaves the client in (send it back as Last-Event-ID when reconnecting)"
       : "its `id:` empty (these events carry no content hash: a reconnect gets the current state again)";
     return {
       description: `Server-Sent Events: each event's \`data:\` is one ${String(event.$ref).split("/").pop()} as JSON, ${id}; an idle stream gets a comment line every \`gov.sse.heartbeat\` (15 s); a failure after the stream began arrives as an \`event: error\` whose data is a ${ERROR_SCHEMA}.`,

@@ -157,7 +157,7 @@ describe("the REST surface derives from the proto", () => {
     // an answer is described by its own field's comment, never by a same-named field of another message (the watch
     // event's "config after the change; absent when the config does not exist" contradicted the GET's 404)
     expect(get.responses["200"].description ?? "").not.toMatch(/after the change|does not exist/);
-    expect(watch.responses["200"].description).toMatch(/`id:` the content's hash/);
+    expect(watch.responses["200"].description).toMatch(/`id:` the `hash` it carries/);
   });
 
   it("the documented PUT bodies behave as described: text stored as is, a JSON string unwrapped", async () => {

@@ -282,9 +282,9 @@ const eventId = (tag: string | undefined) => (tag !== undefined && !/[\r\n]/.tes
  * 4xx; failures after that arrive as an `event: error`.
  *
  * Each event's `id:` names the state it carries (its content hash, see stateTagReader; empty when there is none, which
- * clears the client's last id); streams whose messages never carry one (registry watches) send no `id:` lines. A client
- * reconnecting with `Last-Event-ID` equal to the first message's id already has that state: the first message is
- * skipped. A comment line every `heartbeatMs` keeps an idle stream alive.
+ * clears the client's last id); streams whose messages never carry one send no `id:` lines. A client reconnecting with
+ * `Last-Event-ID` equal to the first message's id already has that state: the first message is skipped. A comment
+ * line every `heartbeatMs` keeps an idle stream alive.
  */
 export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable<Message>, output: DescMessage, options: ResponseOptions = DEFAULT_RESPONSE_OPTIONS): Promise<void> {
   const it = stream[Symbol.asyncIterator]();

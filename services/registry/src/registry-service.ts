@@ -207,6 +207,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
         yield create(WatchInstancesResponseSchema, {
           op: e.op,
           serviceId: req.serviceId,
+          hash: e.hash,
           ...(made ? { instances: made instanceof Promise ? await made : made } : {}),
           ...("instance" in e ? { instanceId: e.instance.instanceId, instance: toInstance(e.instance) } : {}),
           ...("instanceId" in e ? { instanceId: e.instanceId } : {}),
@@ -217,7 +218,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async *watchServices(req, ctx: HandlerContext) {
       checkTarget(req.namespace);
       for await (const e of watchServices(store, req.namespace, ctx.signal)) {
-        yield create(WatchServicesResponseSchema, "serviceIds" in e ? { op: e.op, serviceIds: e.serviceIds } : { op: e.op, serviceId: e.serviceId });
+        yield create(WatchServicesResponseSchema, e); // an event has the message's fields
       }
     },
 

@@ -1,13 +1,18 @@
-import { readThroughOutage } from "@gov/service-kit";
+import { mapInTurns, perRecord, readThroughOutage } from "@gov/service-kit";
 import FlatQueue from "flatqueue";
+import { memberHash, SetDigest } from "./state-digest.js";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./store/registry-store.js";
 import { isInstanceOp } from "./store/registry-store.js";
 
-/** What a watch of one service's instances yields. */
-export type InstanceWatchEvent =
+/**
+ * What a watch of one service's instances yields; `hash` is the digest of the instances the client holds once it has
+ * applied the event (see KnownInstances).
+ */
+export type InstanceWatchEvent = (
   | { op: "current" | "resync"; instances: InstanceRecord[] }
   | { op: "register" | "renew" | "metadata"; instance: InstanceRecord }
-  | { op: "deregister" | "expired"; instanceId: string };
+  | { op: "deregister" | "expired"; instanceId: string }
+) & { hash: string };
 
 /** Whether the client already has `r` exactly (records are rewritten whole, so compare every field). */
 function sameInstance(a: InstanceRecord | undefined, b: InstanceRecord): boolean {
@@ -19,6 +24,24 @@ function sameInstance(a: InstanceRecord | undefined, b: InstanceRecord): boolean
     a.ttlAt === b.ttlAt && a.ttlMs === b.ttlMs && keys.length === Object.keys(a.metadata).length && keys.every((k) => a.metadata[k] === b.metadata[k])
   );
 }
+
+/**
+ * An instance's hash as the client sees it (the fields of its Instance message; metadata in key order, so equal maps
+ * hash alike), made once per record for every watch of the service: records are immutable and shared by the watches.
+ */
+const instanceHash = perRecord((r: InstanceRecord) =>
+  memberHash(JSON.stringify([r.instanceId, r.serviceId, r.schema, r.host, r.port, r.weight, r.isEphemeral, r.ttlAt ?? null, Object.keys(r.metadata).sort().map((k) => [k, r.metadata[k]])])),
+);
+
+/**
+ * A known record that only took a ttl the client was not sent (a renewal without an event, see KnownInstances.renewed)
+ * → the record the client holds for it.
+ */
+const sentAs = new WeakMap<InstanceRecord, InstanceRecord>();
+const heldHash = (r: InstanceRecord) => instanceHash(sentAs.get(r) ?? r);
+
+/** The hashes of a first message's (or a resync's) instances, a few milliseconds at a time (see mapInTurns). */
+const hashesOf = (records: readonly InstanceRecord[]) => mapInTurns(records, instanceHash);
 
 /**
  * Unread changes a watch keeps; a watcher that falls further behind gets one resync (the whole state) instead. The
@@ -122,26 +145,59 @@ function readInstanceOf(event: RegistryChange, read: () => Promise<InstanceRecor
  * A watch's known instances with their ttls in a min-heap, so that an expiry step looks only at the instances whose
  * ttl passed: with 20 watches of a 5,000-instance service, scanning all of them at every step kept the event loop
  * busy for 100 ms at a time. A heap entry whose instance has another ttl now (or is gone) is passed over when reached.
+ *
+ * Also the digest of what the client holds, updated per change. That is what is known, except for ttls taken without
+ * an event (`renewed`): the client keeps the instance it was sent, and so does the digest.
  */
 class KnownInstances {
   readonly byId = new Map<string, InstanceRecord>();
   private readonly ttls = new FlatQueue<string>();
+  private readonly digest = new SetDigest();
 
-  reset(records: Iterable<InstanceRecord>): void {
+  /** What the client holds now: `records` as sent, with their `hashes` (see hashesOf). */
+  reset(records: readonly InstanceRecord[], hashes: readonly Uint32Array[]): void {
     this.byId.clear();
     this.ttls.clear();
-    for (const r of records) this.set(r);
+    this.digest.reset(hashes);
+    for (const r of records) this.track(r);
   }
 
   set(r: InstanceRecord): void {
+    const had = this.byId.get(r.instanceId);
+    if (had) this.digest.remove(heldHash(had));
+    this.digest.add(heldHash(r));
+    this.track(r);
+    // entries passed over are many: start the heap again from what is known
+    if (this.ttls.length > 2 * this.byId.size + 64) this.rebuildHeap();
+  }
+
+  private track(r: InstanceRecord): void {
     this.byId.set(r.instanceId, r);
     if (r.ttlAt !== undefined) this.ttls.push(r.instanceId, r.ttlAt);
-    // entries passed over are many: start the heap again from what is known
-    if (this.ttls.length > 2 * this.byId.size + 64) this.reset([...this.byId.values()]);
+  }
+
+  /** `had` with the ttl of `read`, which the client is not sent: it keeps `had` as it was sent. */
+  renewed(had: InstanceRecord, read: InstanceRecord): void {
+    const r = { ...had, ttlAt: read.ttlAt, ttlMs: read.ttlMs };
+    sentAs.set(r, sentAs.get(had) ?? had);
+    this.set(r);
   }
 
   delete(id: string): boolean {
+    const had = this.byId.get(id);
+    if (!had) return false;
+    this.digest.remove(heldHash(had));
     return this.byId.delete(id);
+  }
+
+  /** The digest of the instances the client holds, as hex (an event's `hash`). */
+  hash(): string {
+    return this.digest.hex();
+  }
+
+  private rebuildHeap(): void {
+    this.ttls.clear();
+    for (const r of this.byId.values()) this.track(r);
   }
 
   /** The earliest ttl known (undefined: none expires). */
@@ -232,8 +288,8 @@ export async function* watchInstances(
         return readDueShared(store, namespace, serviceId, ids, (id, at) => store.getInstance(namespace, serviceId, id, at), now);
       }, signal);
     const first = await list();
-    known.reset(first);
-    yield { op: "current", instances: first };
+    known.reset(first, await hashesOf(first));
+    yield { op: "current", instances: first, hash: known.hash() };
 
     // The earliest ttl known. A renewal without an event leaves an older ttl known: the step then reads the instance
     // again and takes its new ttl.
@@ -248,14 +304,15 @@ export async function* watchInstances(
       if (event === "resync") {
         // its own read, as of now: the state after an interruption, not one shared from before it
         const fresh = await readThroughOutage(() => list(), signal);
-        known.reset(fresh);
+        known.reset(fresh, await hashesOf(fresh));
         earliest = known.earliest();
-        yield { op: "resync", instances: fresh };
+        yield { op: "resync", instances: fresh, hash: known.hash() };
       } else if (event === "timeout") {
         lastExpiryRead = now();
         const due = known.takeDue(lastExpiryRead);
         const reads = due.length === 0 ? [] : await rereadDue(due);
-        const expired: string[] = [];
+        // each with the digest after its own removal: the client applies them one by one
+        const expired: { instanceId: string; hash: string }[] = [];
         due.forEach((had, i) => {
           const { at, record: r } = reads[i];
           // An id taken twice (two heap entries of one ttl, see KnownInstances) is judged once.
@@ -266,13 +323,14 @@ export async function* watchInstances(
           // deregister event is on its way — it stays due.
           if (!r && had.ttlAt !== undefined && had.ttlAt <= at) {
             known.delete(had.instanceId);
-            expired.push(had.instanceId);
-          } else known.set(r && (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs) ? { ...had, ttlAt: r.ttlAt, ttlMs: r.ttlMs } : had);
+            expired.push({ instanceId: had.instanceId, hash: known.hash() });
+          } else if (r && (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs)) known.renewed(had, r);
+          else known.set(had);
         });
         earliest = known.earliest();
-        for (const id of expired) yield { op: "expired", instanceId: id };
+        for (const e of expired) yield { op: "expired", ...e };
       } else if (event.op === "deregister" || event.op === "expired") {
-        if (known.delete(event.instanceId!)) yield { op: event.op, instanceId: event.instanceId! };
+        if (known.delete(event.instanceId!)) yield { op: event.op, instanceId: event.instanceId!, hash: known.hash() };
         earliest = known.earliest();
       } else {
         // register, renew, metadata: send the instance as it is now. Gone already: its deregister or expired event
@@ -282,7 +340,7 @@ export async function* watchInstances(
         if (!r || sameInstance(known.byId.get(r.instanceId), r)) continue;
         known.set(r);
         earliest = known.earliest();
-        yield { op: event.op as "register" | "renew" | "metadata", instance: r };
+        yield { op: event.op as "register" | "renew" | "metadata", instance: r, hash: known.hash() };
       }
     }
   } finally {

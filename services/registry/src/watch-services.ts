@@ -1,8 +1,14 @@
 import { readThroughOutage } from "@gov/service-kit";
+import { memberHash, SetDigest } from "./state-digest.js";
 import type { RegistryChange, RegistryStore } from "./store/registry-store.js";
 
-/** What a watch of a namespace's service list yields. */
-export type ServiceWatchEvent = { op: "current" | "resync"; serviceIds: string[] } | { op: "add" | "remove"; serviceId: string };
+/**
+ * What a watch of a namespace's service list yields; `hash` is the digest of the service ids the client holds once it
+ * has applied the event.
+ */
+export type ServiceWatchEvent = ({ op: "current" | "resync"; serviceIds: string[] } | { op: "add" | "remove"; serviceId: string }) & { hash: string };
+
+const digestOf = (serviceIds: readonly string[]) => SetDigest.of(serviceIds.map(memberHash));
 
 /**
  * One read of a namespace's service list, shared by the namespace's watches (read-only). `previous` is the read before
@@ -83,7 +89,8 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
     // The first read fails the watch; a read begun from now on (another watch's may serve).
     let sent = readSince(shared.entry, store, namespace, readsBegun);
     let known = await sent.ids;
-    yield { op: "current", serviceIds: known };
+    let digest = digestOf(known);
+    yield { op: "current", serviceIds: known, hash: digest.hex() };
     while (!signal.aborted) {
       if (pending === "none") {
         await new Promise<void>((resolve) => (wake = resolve));
@@ -104,7 +111,8 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
       if (why === "resync") {
         sent = read;
         known = fresh;
-        yield { op: "resync", serviceIds: fresh };
+        digest = digestOf(fresh);
+        yield { op: "resync", serviceIds: fresh, hash: digest.hex() };
         continue;
       }
       let diff;
@@ -116,8 +124,15 @@ export async function* watchServices(store: RegistryStore, namespace: string, si
       } else diff = diffOf(known, fresh);
       sent = read;
       known = fresh;
-      for (const id of diff.removed) yield { op: "remove", serviceId: id };
-      for (const id of diff.added) yield { op: "add", serviceId: id };
+      // each with the digest after its own change: the client applies them one by one
+      for (const id of diff.removed) {
+        digest.remove(memberHash(id));
+        yield { op: "remove", serviceId: id, hash: digest.hex() };
+      }
+      for (const id of diff.added) {
+        digest.add(memberHash(id));
+        yield { op: "add", serviceId: id, hash: digest.hex() };
+      }
     }
   } finally {
     unsubscribe();

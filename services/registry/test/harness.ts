@@ -6,6 +6,7 @@ import { connectRedis } from "@gov/redis";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import type { SettingsSources } from "@gov/settings";
 import { redisTargets } from "@gov/testkit";
+import { expect } from "vitest";
 import { createRegistryModule } from "../src/module.js";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
 import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
@@ -63,3 +64,8 @@ export const seg = (s: string) => encodeURIComponent(s);
 
 /** Opens a REST watch (Server-Sent Events): see @gov/testkit. */
 export { readSse } from "@gov/testkit";
+
+/** A watch message's `hash` (the SSE `id:`): the hex digest of the state the client holds (see state-digest.ts). */
+export const DIGEST = /^[0-9a-f]{64}$/;
+/** A watch event as the watch yields it: with a digest (the one `e` names, else any). */
+export const hashed = <E extends object>(e: E) => ({ hash: expect.stringMatching(DIGEST), ...e });

@@ -70,9 +70,12 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
     expect(json("/v1/namespaces/{namespace}/services/{serviceId}/instances", "put")).toEqual({ type: "boolean" });
     expect(json("/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}", "delete")).toEqual({ type: "boolean" });
     expect(json("/v1/namespaces/{namespace}/services/{serviceId}/lb", "get")).toEqual({ $ref: "#/components/schemas/Instance" });
-    // the events of a registry watch carry no content hash: the document must not promise one in `id:`
-    const watch = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{serviceId}/instances/watch"].get;
-    expect(watch.responses["200"].description).toMatch(/`id:` empty/);
+    // the events of both registry watches carry a hash, the `id:` a client sends back as Last-Event-ID
+    for (const path of ["/v1/namespaces/{namespace}/services/{serviceId}/instances/watch", "/v1/namespaces/{namespace}/services/watch"]) {
+      const watch = doc.paths[path].get as unknown as { responses: Record<string, { description: string }>; parameters: { name: string }[] };
+      expect(watch.responses["200"].description, path).toMatch(/`id:` the `hash` it carries/);
+      expect(watch.parameters.map((p) => p.name), path).toContain("Last-Event-ID");
+    }
     const lb = (doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { description: string }> }>> }).paths["/v1/namespaces/{namespace}/services/{serviceId}/lb"].get;
     expect(lb.responses["200"].description).not.toMatch(/after the change/);
     expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(

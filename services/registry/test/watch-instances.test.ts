@@ -1,6 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { createMemoryRegistryStore } from "../src/store/memory-registry-store.js";
 import { MAX_QUEUED_CHANGES, watchInstances } from "../src/watch-instances.js";
+import { hashed } from "./harness.js";
 import { instance } from "./registry-store.contract.js";
 
 describe("watchInstances", () => {
@@ -8,7 +9,7 @@ describe("watchInstances", () => {
     const store = createMemoryRegistryStore();
     const stop = new AbortController();
     const it = watchInstances(store, "{w}", "s", stop.signal)[Symbol.asyncIterator]();
-    expect((await it.next()).value).toEqual({ op: "current", instances: [] });
+    expect((await it.next()).value).toEqual(hashed({ op: "current", instances: [] }));
     const now = Date.now();
     for (let i = 1; i <= MAX_QUEUED_CHANGES + 50; i++) await store.register("{w}", instance("s", "h", i, { ttlMs: 0 }, now), now);
     // no wait needed: each event is delivered in a microtask queued before its write's promise resolves
@@ -17,7 +18,7 @@ describe("watchInstances", () => {
     expect(next && "instances" in next && next.instances.length).toBe(MAX_QUEUED_CHANGES + 50);
     // and it keeps delivering after that
     await store.deregister("{w}", "s", "s@http#h#1", Date.now());
-    expect((await it.next()).value).toEqual({ op: "deregister", instanceId: "s@http#h#1" });
+    expect((await it.next()).value).toEqual(hashed({ op: "deregister", instanceId: "s@http#h#1" }));
     stop.abort();
     expect((await it.next()).done).toBe(true);
   });
@@ -36,9 +37,58 @@ describe("watchInstances", () => {
     const it = watchInstances(slowFeed, "{m}", "s", stop.signal)[Symbol.asyncIterator]();
     expect((await it.next()).value?.op).toBe("current");
     expect(await store.setMetadata("{m}", "s", "s@http#fixed#1", { zone: "b" }, Date.now())).toBe(true);
-    expect((await it.next()).value).toEqual({ op: "expired", instanceId: "s@http#eph#2" }); // the re-read, before the event
+    expect((await it.next()).value).toEqual(hashed({ op: "expired", instanceId: "s@http#eph#2" })); // the re-read, before the event
     const next = (await it.next()).value;
     expect(next && next.op === "metadata" && next.instance.metadata).toEqual({ zone: "b" });
+    stop.abort();
+  });
+});
+
+describe("watchInstances: each event's hash, the digest of what the client holds after it", () => {
+  it("is equal for equal states, whatever the order of the changes or the metadata's key order", async () => {
+    const store = createMemoryRegistryStore();
+    const stop = new AbortController();
+    const watch = (ns: string) => watchInstances(store, ns, "s", stop.signal)[Symbol.asyncIterator]();
+    const [one, two] = [watch("{h1}"), watch("{h2}")];
+    const [empty1, empty2] = [(await one.next()).value!.hash, (await two.next()).value!.hash];
+    expect(empty2).toBe(empty1);
+    const a = instance("s", "a", 1, { ttlMs: 0, metadata: { x: "1", y: "2" } });
+    const b = instance("s", "b", 2, { ttlMs: 0 });
+    await store.register("{h1}", a, Date.now());
+    await store.register("{h1}", b, Date.now());
+    await store.register("{h2}", b, Date.now());
+    await store.register("{h2}", { ...a, metadata: { y: "2", x: "1" } }, Date.now());
+    const [afterA, bothOne] = [(await one.next()).value!.hash, (await one.next()).value!.hash];
+    const [afterB, bothTwo] = [(await two.next()).value!.hash, (await two.next()).value!.hash];
+    expect(new Set([empty1, afterA, afterB, bothOne]).size).toBe(4);
+    expect(bothTwo).toBe(bothOne);
+    await store.deregister("{h1}", "s", b.instanceId, Date.now());
+    expect((await one.next()).value).toEqual(hashed({ op: "deregister", instanceId: b.instanceId, hash: afterA }));
+    // and a new watch's first message names the same state
+    const again = watch("{h1}");
+    expect((await again.next()).value?.hash).toBe(afterA);
+    stop.abort();
+  });
+
+  it("a renewal taken without an event (at an expiry re-read) leaves it alone: the client still holds the instance it was sent", async () => {
+    const store = createMemoryRegistryStore();
+    const stop = new AbortController();
+    const t0 = Date.now();
+    const eph = instance("s", "eph", 1, { ttlMs: 600 }, t0);
+    await store.register("{q}", eph, t0);
+    const it = watchInstances(store, "{q}", "s", stop.signal)[Symbol.asyncIterator]();
+    const held = (await it.next()).value!.hash;
+    await store.register("{q}", instance("s", "fixed", 2, { ttlMs: 0 }), Date.now());
+    expect((await it.next()).value?.op).toBe("register");
+    // renewed while more than half its ttl is left: no event; the watch takes the new ttl when it re-reads at the old one
+    expect((await store.renew("{q}", "s", eph.instanceId, t0 + 250))?.ttlAt).toBe(t0 + 850);
+    const pending = it.next();
+    await new Promise((r) => setTimeout(r, t0 + 750 - Date.now()));
+    await store.deregister("{q}", "s", "s@http#fixed#2", Date.now());
+    expect((await pending).value).toEqual(hashed({ op: "deregister", instanceId: "s@http#fixed#2", hash: held }));
+    // a new watch reads the renewed ttl: another state, so a client reconnecting with `held` is sent "current"
+    const fresh = watchInstances(store, "{q}", "s", stop.signal)[Symbol.asyncIterator]();
+    expect((await fresh.next()).value?.hash).not.toBe(held);
     stop.abort();
   });
 });

@@ -53,9 +53,11 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.registry.v1.WatchInstancesResponse.instance_id": "The instance the change is about (register, renew, metadata, deregister, expired).",
   "gov.registry.v1.WatchInstancesResponse.instance": "The instance after the change (register, renew, metadata).",
   "gov.registry.v1.WatchInstancesResponse.instances": "Every live instance (current, resync).",
+  "gov.registry.v1.WatchInstancesResponse.hash": "A digest of the instances the watcher holds after applying this message (every live instance as the watch sent\nit): equal for equal states, whatever the order of the changes that led there. On every message; the SSE `id:`.\nSend it back as Last-Event-ID when reconnecting: if the service is still in that state, \"current\" is not sent.",
   "gov.registry.v1.WatchServicesResponse.op": "current (first message), add, remove; resync after the server's change feed was interrupted (changes may have\nbeen missed: service_ids is the list as it is now).",
   "gov.registry.v1.WatchServicesResponse.service_id": "The service the change is about (add, remove).",
   "gov.registry.v1.WatchServicesResponse.service_ids": "Every service id of the namespace, sorted (current, resync).",
+  "gov.registry.v1.WatchServicesResponse.hash": "A digest of the service ids the watcher holds after applying this message: equal for equal sets, whatever the\norder of the changes that led there. On every message; the SSE `id:`. Send it back as Last-Event-ID when\nreconnecting: if the list is still that set, \"current\" is not sent.",
   "gov.registry.v1.KeepaliveRequest.register": "First message only: the instance to register, as RegisterInstance (is_ephemeral must not be false). Later\nmessages (pings) leave it out.",
   "gov.registry.v1.KeepaliveResponse.instance_id": "The id of the kept-alive instance.",
   "gov.registry.v1.KeepaliveResponse.ttl_at": "Its expiry after the registration or renewal this message answers."
