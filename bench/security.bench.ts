@@ -10,6 +10,8 @@
  *
  * Servers run from the production build when `npm run build` made one (BENCH_RUNNER=tsx: from the sources).
  * BENCH_SECONDS (default 4) and BENCH_ROUNDS (default 5) size the run (about 9 minutes: every round starts its servers afresh).
+ * BENCH_PART=get measures only the GET target (two servers a round, ~15 s): the token check and RBAC cost a few per cent,
+ * and two fresh processes of one server read up to ±15 % apart, so that verdict needs many rounds (BENCH_ROUNDS=20).
  */
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
 import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, type Server, startBenchRedis } from "./fixtures/wrk-servers.js";
@@ -51,7 +53,33 @@ type Results = Awaited<ReturnType<typeof measure>>;
  * (how the JIT and the heap happened to settle), so a verdict from one process per kind is luck; fresh processes every
  * round put that luck into the per-round ratios, whose median then evens it out.
  */
+const GET_ONLY = process.env.BENCH_PART === "get";
+
+/** Only the GET target's two rows, on two fresh servers. */
+async function measureGetRound(round: number): Promise<Results> {
+  const off = await startServer("apps/main.ts", { REDIS_URL: "", GOV_SECURITY_ENABLED: "false" });
+  const on = await startServer("apps/main.ts", { REDIS_URL: "", GOV_SECURITY_ENABLED: "true", GOV_SUPER_PASSWORD: PASSWORD });
+  try {
+    const auth = await userToken(on);
+    for (const [s, a] of [[off, undefined], [on, auth]] as const) {
+      await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: a ? { authorization: a } : {} });
+      await loadConfig(s.url + path, "GET", 2, [], a);
+    }
+    return await measure(
+      [
+        { name: "embedded, security off", url: off.url + path, method: "GET", baseline: "embedded, security off", pids: [off.child.pid!] },
+        { name: "embedded, security on (audit write)", url: on.url + path, method: "GET", baseline: "embedded, security off", pids: [on.child.pid!], auth },
+      ],
+      1,
+      round,
+    );
+  } finally {
+    await Promise.all([off, on].map(stop));
+  }
+}
+
 async function measureRound(round: number): Promise<Results> {
+  if (GET_ONLY) return measureGetRound(round);
   // One Redis per Redis-backed server: sharing one, each server's config writes would be echoed to the other as change
   // events (both keep a read cache of the same config), so one row's load would cost the other server CPU in the
   // middle of its own row on this 2-core host.
@@ -114,6 +142,16 @@ async function main() {
   const perRound: Results[] = [];
   for (let round = 0; round < ROUNDS; round++) perRound.push(await measureRound(round));
   const results = mergeRounds(perRound);
+  if (GET_ONLY) {
+    console.log(`Security benchmark, GET only: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds of two fresh servers, ${DURATION} s per row next to its baseline.`);
+    console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
+    console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | ratio per pair |");
+    console.log("|---|---|---|---|---|---|---|---|");
+    for (const r of results) console.log(`| ${configRowCells(r).join(" | ")} |`);
+    const on = results.find((r) => r.name === "embedded, security on (audit write)")!;
+    console.log(`\n${on.ratio >= 0.9 ? "met   " : "MISSED"}  config GET with token + RBAC ≥ 0.90× security off (embedded)`);
+    return;
+  }
   const login = await loginCost();
 
   console.log(`Servers run from ${productRunner === "dist" ? "the production build (apps/dist; BENCH_RUNNER=tsx for the sources)" : "the sources through tsx (npm run build for the production build)"}.`);
