@@ -14,7 +14,7 @@
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, type Runner, type Server, startBenchRedis } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, median, NS, PROFILE_DIR, ROUNDS, root, rssMb, startServer, stop, startBenchRedis, type Runner, type Server } from "./fixtures/wrk-servers.js";
 import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 /**

@@ -14,7 +14,7 @@
  * runs one part, BENCH_PROFILE=<dir> runs the gateways with `node --cpu-prof` (profiles written there).
  */
 import { Redis } from "ioredis";
-import { fmt, load, measureRounds, mergeRounds, pairRatiosCell, startServer, stop, type Row, startBenchRedis } from "./fixtures/http-bench.js";
+import { fmt, load, measureRounds, mergeRounds, pairRatiosCell, startServer, startBenchRedis, stop, type Row } from "./fixtures/http-bench.js";
 import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);

@@ -14,7 +14,7 @@
  * and two fresh processes of one server read up to ±15 % apart, so that verdict needs many rounds (BENCH_ROUNDS=20).
  */
 import { verifyPassword, hashPassword } from "../services/security/src/passwords.js";
-import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, type Server, startBenchRedis } from "./fixtures/wrk-servers.js";
+import { CONFIG, CONNECTIONS, configRowCells, DURATION, fmt, loadConfig, measure, mergeRounds, NS, productRunner, ROUNDS, startServer, stop, startBenchRedis, type Server } from "./fixtures/wrk-servers.js";
 import { pinningLabel } from "./fixtures/cpu-pinning.js";
 
 const PASSWORD = "bench-root-password";
@@ -47,27 +47,23 @@ async function loginCost(): Promise<{ ms: number; perSecond: number }> {
 
 type Results = Awaited<ReturnType<typeof measure>>;
 
-/**
- * One round on fresh processes: servers (and their Redis) started, warmed up, measured (every row next to its
- * baseline), stopped. Two processes of the very same server measured 0.74–1.25× each other here, for a whole run
- * (how the JIT and the heap happened to settle), so a verdict from one process per kind is luck; fresh processes every
- * round put that luck into the per-round ratios, whose median then evens it out.
- */
 const GET_ONLY = process.env.BENCH_PART === "get";
 
-/** Only the GET target's two rows, on two fresh servers. */
+/** The config written once, then 2 s of GETs and 2 s of PUTs: every server of either part is warmed alike. */
+async function warmUp(s: Server, auth: string | undefined): Promise<void> {
+  await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: auth ? { authorization: auth } : {} });
+  await loadConfig(s.url + path, "GET", 2, [], auth);
+  await loadConfig(s.url + path, "PUT", 2, [], auth);
+}
+
+/** Only the GET target's two rows, on two fresh servers (see measureRound). */
 async function measureGetRound(round: number): Promise<Results> {
   const off = await startServer("apps/main.ts", { REDIS_URL: "", GOV_SECURITY_ENABLED: "false" });
   const on = await startServer("apps/main.ts", { REDIS_URL: "", GOV_SECURITY_ENABLED: "true", GOV_SUPER_PASSWORD: PASSWORD });
   try {
     const auth = await userToken(on);
-    // warmed as the full run warms them (GET, then PUT): a server that only ever saw GETs reads a few µs cheaper per
-    // GET with security on, which a server in service is not
-    for (const [s, a] of [[off, undefined], [on, auth]] as const) {
-      await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: a ? { authorization: a } : {} });
-      await loadConfig(s.url + path, "GET", 2, [], a);
-      await loadConfig(s.url + path, "PUT", 2, [], a);
-    }
+    await warmUp(off, undefined);
+    await warmUp(on, auth);
     return await measure(
       [
         { name: "embedded, security off", url: off.url + path, method: "GET", baseline: "embedded, security off", pids: [off.child.pid!] },
@@ -81,6 +77,12 @@ async function measureGetRound(round: number): Promise<Results> {
   }
 }
 
+/**
+ * One round on fresh processes: servers (and their Redis) started, warmed up, measured (every row next to its
+ * baseline), stopped. Two processes of the very same server measured 0.74–1.25× each other here, for a whole run
+ * (how the JIT and the heap happened to settle), so a verdict from one process per kind is luck; fresh processes every
+ * round put that luck into the per-round ratios, whose median then evens it out.
+ */
 async function measureRound(round: number): Promise<Results> {
   if (GET_ONLY) return measureGetRound(round);
   // One Redis per Redis-backed server: sharing one, each server's config writes would be echoed to the other as change
@@ -105,11 +107,7 @@ async function measureRound(round: number): Promise<Results> {
     const readRedis = await start({ REDIS_URL: redisRead.url, GOV_SECURITY_ENABLED: "true", GOV_SECURITY_AUDIT_LOG_ACTION: "read" });
     const auth = new Map<Server, string>();
     for (const s of [onEmbedded, rwEmbedded, rwRedis, readEmbedded, readRedis]) auth.set(s, await userToken(s));
-    for (const s of servers) {
-      await fetch(s.url + path, { method: "PUT", body: CONFIG, headers: auth.has(s) ? { authorization: auth.get(s)! } : {} });
-      await loadConfig(s.url + path, "GET", 2, [], auth.get(s));
-      await loadConfig(s.url + path, "PUT", 2, [], auth.get(s));
-    }
+    for (const s of servers) await warmUp(s, auth.get(s));
     const row = (name: string, s: Server, method: "GET" | "PUT", baseline: string, pids: number[], group?: string) => ({ name, url: s.url + path, method, baseline, pids, auth: auth.get(s), group });
     // The audit entry's own cost: the audited server next to the one whose PUTs write no entry.
     const auditPair = (store: string, audited: Server, unaudited: Server, pids: [number[], number[]]) => [
@@ -141,6 +139,13 @@ async function measureRound(round: number): Promise<Results> {
   }
 }
 
+/** A markdown table of rows compared with `vs`. */
+function printTable(rows: Results, vs: string): void {
+  console.log(`| server | request | req/s | p99 | ratio vs ${vs} | CPU/req | CPU ratio | ratio per pair |`);
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const r of rows) console.log(`| ${configRowCells(r).join(" | ")} |`);
+}
+
 async function main() {
   const perRound: Results[] = [];
   for (let round = 0; round < ROUNDS; round++) perRound.push(await measureRound(round));
@@ -148,9 +153,7 @@ async function main() {
   if (GET_ONLY) {
     console.log(`Security benchmark, GET only: wrk -t1 -c${CONNECTIONS}, ${ROUNDS} rounds of two fresh servers, ${DURATION} s per row next to its baseline.`);
     console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
-    console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | ratio per pair |");
-    console.log("|---|---|---|---|---|---|---|---|");
-    for (const r of results) console.log(`| ${configRowCells(r).join(" | ")} |`);
+    printTable(results, "off");
     const on = results.find((r) => r.name === "embedded, security on (audit write)")!;
     console.log(`\n${on.ratio >= 0.9 ? "met   " : "MISSED"}  config GET with token + RBAC ≥ 0.90× security off (embedded)`);
     return;
@@ -162,14 +165,10 @@ async function main() {
   console.log("(medians; ratio = median of the pairs' ratios to the same store with security off). Tokens are a non-super user's bound rw on the namespace (RBAC runs).");
   console.log("CPU/req: the server's CPU time per request, plus Redis's where Redis is used (server + Redis).");
   console.log(`Placement: ${pinningLabel} (BENCH_PIN=0: unpinned).\n`);
-  console.log("| server | request | req/s | p99 | ratio vs off | CPU/req | CPU ratio | ratio per pair |");
-  console.log("|---|---|---|---|---|---|---|---|");
   const [vsOff, auditRows] = [results.filter((r) => !r.group.startsWith("audit entry")), results.filter((r) => r.group.startsWith("audit entry"))];
-  for (const r of vsOff) console.log(`| ${configRowCells(r).join(" | ")} |`);
+  printTable(vsOff, "off");
   console.log("\nThe audit entry alone: security on with the audit log on `rw`, next to security on with PUTs not audited (`read`):\n");
-  console.log("| server | request | req/s | p99 | ratio vs not audited | CPU/req | CPU ratio | ratio per pair |");
-  console.log("|---|---|---|---|---|---|---|---|");
-  for (const r of auditRows) console.log(`| ${configRowCells(r).join(" | ")} |`);
+  printTable(auditRows, "not audited");
   console.log(`\nLogin (scrypt N=2^14, r=8): ${login.ms.toFixed(1)} ms per verification, ${login.perSecond.toFixed(0)} logins/s per core\n`);
   const get = (name: string, method: string) => vsOff.find((r) => r.name === name && r.method === method)!;
   // What the audit log costs a PUT: the audited server next to the one whose PUTs pay the token check and RBAC but
