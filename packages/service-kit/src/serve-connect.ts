@@ -13,7 +13,7 @@ import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { refuseExpiredDeadlines } from "./expired-deadline.js";
 import { fixRequestErrors, REQUEST_TIMEOUT, type RequestGuards } from "./request-errors.js";
 import { CONNECT_JSON_OPTIONS, serveConnectUnary } from "./connect-unary.js";
-import { largeListsInterceptor } from "./large-lists.js";
+import { largeListsSerialization } from "./large-lists.js";
 import { clientErrorHandler, excerpt, frameworkErrorHandler, refusalHandler, refuseUnknownExpectations } from "./http-errors.js";
 import type { Logger } from "./logger.js";
 
@@ -162,13 +162,16 @@ export async function registerRpcs(app: FastifyInstance, options: RpcScopeOption
     if (!options.http2) serveConnectUnary(rpcs, { routes: options.routes, interceptors, limit: guards.limit! });
     await rpcs.register(fastifyConnectPlugin, {
       routes: connectRoutes(options.routes, options.grpc, guards),
-      interceptors: [largeListsInterceptor, ...interceptors],
+      interceptors: [LARGE_LISTS.interceptor, ...interceptors],
       readMaxBytes: guards.limit!.readMaxBytes,
-      jsonOptions: CONNECT_JSON_OPTIONS,
+      jsonOptions: LARGE_LISTS.jsonOptions,
       ...options.protocols,
     });
   });
 }
+
+/** One for every listener of the process: the elements' encodings it keeps are then shared by them all. */
+const LARGE_LISTS = largeListsSerialization(CONNECT_JSON_OPTIONS);
 
 /** Without a configured limit a listener still refuses messages over 4 MiB (gRPC's customary default), before buffering them. */
 const DEFAULT_READ_MAX_BYTES = 4 * 1024 * 1024;

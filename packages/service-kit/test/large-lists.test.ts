@@ -2,9 +2,11 @@
 // turns of the event loop.
 import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { InstanceSchema, ListInstancesResponseSchema, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { createClient, createRouterTransport, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
+import { InstanceSchema, ListInstancesResponseSchema, RegistryService, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { describe, expect, it } from "vitest";
-import { jsonTexts, LARGE_LIST, mapInTurns, prepareLargeLists } from "../src/index.js";
+import { CONNECT_JSON_OPTIONS } from "../src/connect-unary.js";
+import { jsonTexts, LARGE_LIST, largeListsSerialization, mapInTurns, prepareLargeLists } from "../src/index.js";
 import { binaryElement, fromBinaryInTurns, withEncodedLists } from "../src/large-lists.js";
 
 const instances = (n: number, tag = ""): Instance[] =>
@@ -94,5 +96,45 @@ describe("long lists of messages, encoded from their elements", () => {
     const back = await fromBinaryInTurns(ListInstancesResponseSchema, manyBytes);
     expect(back.instances.map((i) => i.instanceId)).toEqual(many.instances.map((i) => i.instanceId));
     expect(back.$unknown).toEqual([{ no: 99, wireType: 0, data: new Uint8Array([7]) }]);
+  });
+
+  it("Connect-ES in JSON: a long list arrives whole, in unary answers and streams, through the stand-in and its text encoder", async () => {
+    const large = largeListsSerialization(CONNECT_JSON_OPTIONS);
+    const list = create(ListInstancesResponseSchema, { instances: instances(LARGE_LIST * 2, "c") });
+    const watch = create(WatchInstancesResponseSchema, { op: "current", serviceId: "order", hash: "h", instances: instances(LARGE_LIST + 3, "w") });
+    const others = [create(WatchInstancesResponseSchema, { op: "deregister", instanceId: "x", hash: "g" }), create(WatchInstancesResponseSchema, { op: "resync", instances: [] })];
+    const transport = createRouterTransport(
+      (router) =>
+        router.service(RegistryService, {
+          listInstances: () => list,
+          async *watchInstances() {
+            yield watch;
+            yield* others;
+            yield watch;
+          },
+        }),
+      { router: { interceptors: [large.interceptor], jsonOptions: large.jsonOptions }, transport: { useBinaryFormat: false } },
+    );
+    const client = createClient(RegistryService, transport);
+    const json = (desc: typeof WatchInstancesResponseSchema | typeof ListInstancesResponseSchema, m: never) => toJson(desc, m);
+    expect(json(ListInstancesResponseSchema, (await client.listInstances({ namespace: "{a}", serviceId: "order" })) as never)).toEqual(json(ListInstancesResponseSchema, list as never));
+    const received = [];
+    for await (const m of client.watchInstances({ namespace: "{a}", serviceId: "order" })) received.push(json(WatchInstancesResponseSchema, m as never));
+    expect(received).toEqual([watch, ...others, watch].map((m) => json(WatchInstancesResponseSchema, m as never)));
+  });
+
+  it("a stand-in's lists read outside an encode (a serialization that failed) leave the next text as it is", async () => {
+    const large = largeListsSerialization(CONNECT_JSON_OPTIONS);
+    const list = create(ListInstancesResponseSchema, { instances: instances(LARGE_LIST, "s") });
+    const req = { header: new Headers({ "content-type": "application/json" }), requestMethod: "POST", url: "http://connect/x", method: { output: ListInstancesResponseSchema }, stream: false };
+    const res = (await large.interceptor(async () => ({ stream: false, message: list }) as unknown as UnaryResponse)(req as unknown as UnaryRequest)) as UnaryResponse;
+    const standIn = res.message as unknown as { instances: unknown[] };
+    expect(standIn).not.toBe(list);
+    expect(standIn.instances).toEqual([]); // as toJson reads it, which then fails, say
+    await Promise.resolve();
+    expect(new TextDecoder().decode(large.jsonOptions.textEncoder.encode('{"a":1}'))).toBe('{"a":1}');
+    // and a content type it does not know passes the answer untouched
+    const other = (await large.interceptor(async () => ({ stream: false, message: list }) as unknown as UnaryResponse)({ ...req, header: new Headers({ "content-type": "text/plain" }) } as unknown as UnaryRequest)) as UnaryResponse | StreamResponse;
+    expect(other.message).toBe(list);
   });
 });
