@@ -1,5 +1,6 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
 export { perRecord } from "./per-record.js";
+export { settleNextTickShape } from "./next-tick-shape.js";
 export { fromBinaryInTurns, jsonTexts, largeListsSerialization, mapInTurns, prepareLargeLists, LARGE_LIST, type JsonTexts } from "./large-lists.js";
 export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError, errorInterceptor, outageError, outageLogFields, toConnectError } from "./errors.js";
 export { outageAnswers, outageAnswersOf, OUTAGE_QUIET_MS, OUTAGE_SUMMARY_MS, type OutageAnswers } from "./outage-answers.js";

@@ -16,6 +16,7 @@ import { errorInterceptor, toConnectError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
+import { settleNextTickShape } from "./next-tick-shape.js";
 import { requestTimeoutSetting } from "./request-errors.js";
 import { createConnectServer, createH2cServer } from "./serve-connect.js";
 import { endpointSettings, type ModuleInstance, type ModuleLimits, type ProcessGuard, type ServiceModule, type SharedResource } from "./service-module.js";
@@ -480,6 +481,7 @@ async function listenNamingSettings(app: FastifyInstance, at: { host: string; po
  * SIGINT. A bad setting or an unreachable Redis stops startup with exit code 1 and a message that names it.
  */
 export async function runProcess(options: ProcessOptions): Promise<BuiltProcess> {
+  await settleNextTickShape(); // first: see next-tick-shape.ts
   let logger: Logger;
   try {
     logger = options.logger ?? createLogger(options.name);
