@@ -251,10 +251,13 @@ export function largeListsSerialization<O extends Partial<JsonWriteOptions & Jso
 
   const interceptor: Interceptor = (next) => async (req) => {
     const res = await next(req);
+    const output = req.method.output;
+    // Most unary answers have no large list: they pass on one field check, before the codec is worked out (a Connect
+    // `GET`'s means parsing its URL).
+    if (!res.stream && largeLists(output, (res as UnaryResponse).message as Message) === undefined) return res;
     const codec = codecOf(req);
     if (codec === undefined) return res; // a content type Connect-ES refuses anyway
     const ready = codec === "binary" ? binaryReady : jsonReady;
-    const output = req.method.output;
     if (!res.stream) return { ...res, message: await ready(output, (res as UnaryResponse).message as Message) } as UnaryResponse;
     const messages = (res as StreamResponse).message as AsyncIterable<Message>;
     return {
