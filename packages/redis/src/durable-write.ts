@@ -1,6 +1,7 @@
 import { Cluster, Command, type ChainableCommander } from "ioredis";
 import type { RedisClient } from "./connect.js";
 import { checkScriptCall, runScript, type LuaScript } from "./scripts.js";
+import { UnderReplicatedWriteError } from "./store-errors.js";
 
 /**
  * Redis replicates asynchronously: a write a master acknowledged and then lost in a crash, before any replica had it,
@@ -45,6 +46,19 @@ interface Pending {
   redirections: number;
   /** A script write told that the node does not have the script: it sends the whole script (EVAL) next time. */
   noScript?: () => void;
+  /** Fail (UnderReplicatedWriteError) rather than succeed when WAIT saw too few replicas: see DurableWriteOptions. */
+  failUnderReplicated?: boolean;
+}
+
+/** How one durable write treats a WAIT that saw fewer replicas than the policy asks for. */
+export interface DurableWriteOptions {
+  /**
+   * Reject with {@link UnderReplicatedWriteError} (its `reply` is the write's answer on the master) instead of
+   * succeeding. For writes whose loss in a failover is worse than their failure, because what they hand out would be
+   * handed out again by the new master: an id range, a machine-id lease. Such a write is counted and logged as
+   * under-replicated like any other. Without a replica policy it changes nothing.
+   */
+  failUnderReplicated?: boolean;
 }
 
 const durabilities = new WeakMap<object, Durability>();
@@ -110,11 +124,11 @@ const MAX_BATCH = 256;
  * - A redirection (stale slot map during a failover): the write was refused unexecuted; the slot map is refreshed and
  *   the write sent again to the slot's new owner (at most 3 times).
  */
-export function writeDurably<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown): Promise<T> {
-  return writeDurablyPending<T>(client, key, write);
+export function writeDurably<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown, options: DurableWriteOptions = {}): Promise<T> {
+  return writeDurablyPending<T>(client, key, write, options);
 }
 
-function writeDurablyPending<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown, noScript?: () => void): Promise<T> {
+function writeDurablyPending<T = unknown>(client: RedisClient, key: string, write: (batch: ChainableCommander) => unknown, options: DurableWriteOptions, noScript?: () => void): Promise<T> {
   // `write` adds exactly one command to `batch` (a script, or one command such as SADD): replies are matched by position.
   const durability = durabilities.get(client);
   if (!durability) {
@@ -132,12 +146,12 @@ function writeDurablyPending<T = unknown>(client: RedisClient, key: string, writ
     });
   }
   return new Promise<T>((resolve, reject) =>
-    enqueue(durability, { key, write, noScript, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
+    enqueue(durability, { key, write, noScript, failUnderReplicated: options.failUnderReplicated, resolve: resolve as (v: unknown) => void, reject, redirections: 0 }),
   );
 }
 
 /** {@link runScript} for a script that writes: the same call, durable per the client's replica policy. */
-export function runDurableScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[]): Promise<unknown> {
+export function runDurableScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], options: DurableWriteOptions = {}): Promise<unknown> {
   const durability = durabilities.get(client);
   // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
   if (!durability) return runScript(client, script, keys, args);
@@ -154,6 +168,7 @@ export function runDurableScript(client: RedisClient, script: LuaScript, keys: s
     client,
     keys[0] ?? "",
     (batch) => (whole ? batch.eval(script.lua, keys.length, ...keys, ...args) : batch.evalsha(script.sha, keys.length, ...keys, ...args)),
+    options,
     () => (whole = true),
   );
 }
@@ -236,6 +251,7 @@ async function send(d: Durability, batch: Pending[]): Promise<void> {
     if (err) return p.reject(err);
     if (waitErr) return p.reject(waitErr);
     applied++;
+    if (p.failUnderReplicated && !(Number(acked) >= d.policy.minReplicas)) return p.reject(underReplicated(d.policy, Number(acked), result));
     p.resolve(result);
   });
   // The master as the slot map has it now, not as it had it when the writes were queued: ioredis follows a MOVED
@@ -263,6 +279,15 @@ function masterOf(d: Durability, key: string): string {
   return `${host ?? "localhost"}:${port ?? 6379}`;
 }
 
+const shortOf = (policy: ReplicaPolicy, acked: number) => `Redis write acknowledged by ${acked} of ${policy.minReplicas} required replicas within ${policy.timeoutMs} ms`;
+
+function underReplicated(policy: ReplicaPolicy, acked: number, reply: unknown): UnderReplicatedWriteError {
+  return new UnderReplicatedWriteError(
+    `${shortOf(policy, acked)}: it is applied on the master but a failover could lose it, so what it handed out is not used; retry when the replicas are back`,
+    reply,
+  );
+}
+
 function noteAcks(d: Durability, master: string, acked: number, writes: number): void {
   const { policy } = d;
   if (acked >= policy.minReplicas) {
@@ -274,7 +299,7 @@ function noteAcks(d: Durability, master: string, acked: number, writes: number):
     d.short.add(master);
     policy.logger?.warn(
       { master, replicas: acked, required: policy.minReplicas, timeoutMs: policy.timeoutMs },
-      `Redis write acknowledged by ${acked} of ${policy.minReplicas} required replicas within ${policy.timeoutMs} ms: it is applied on the master but would be lost if the master failed now; further such writes are counted in gov_redis_under_replicated_writes_total`,
+      `${shortOf(policy, acked)}: it is applied on the master but would be lost if the master failed now; further such writes are counted in gov_redis_under_replicated_writes_total`,
     );
   }
 }

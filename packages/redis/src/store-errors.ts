@@ -20,6 +20,22 @@ export class WriteOutcomeUnknownError extends StoreUnavailableError {
   override readonly name: string = "WriteOutcomeUnknownError";
 }
 
+/**
+ * A write that asked to fail closed (`failUnderReplicated`, see durable-write.ts) and that WAIT saw on fewer replicas
+ * than `gov.redis.min-replicas` in time. The master applied it, and `reply` is its answer there, so a caller can undo
+ * it; what it handed out (an id range, a machine-id lease) must not be used, since a failover could hand it out again.
+ * A StoreUnavailableError: the replicas the policy needs are not there.
+ */
+export class UnderReplicatedWriteError extends StoreUnavailableError {
+  override readonly name: string = "UnderReplicatedWriteError";
+  constructor(
+    message: string,
+    readonly reply: unknown,
+  ) {
+    super(message);
+  }
+}
+
 /** The advice every store outage's message ends with (see `redisCaller`). */
 export const RETRY_WHEN_BACK = "retry when it is back";
 const ENDS_WITH_ADVICE = new RegExp(`: ${RETRY_WHEN_BACK}$`);
@@ -35,7 +51,7 @@ export function withoutRetryAdvice(err: unknown): string {
  * client knows a retry cannot apply it twice. Anything else (a WriteOutcomeUnknownError above all) is returned as is.
  */
 export function nothingWritten(err: unknown): unknown {
-  if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError || err.message.includes("nothing was written")) return err;
+  if (!(err instanceof StoreUnavailableError) || err instanceof WriteOutcomeUnknownError || err instanceof UnderReplicatedWriteError || err.message.includes("nothing was written")) return err;
   const message = err.message.endsWith(RETRY_WHEN_BACK) ? `${err.message.slice(0, -RETRY_WHEN_BACK.length)}nothing was written; ${RETRY_WHEN_BACK}` : `${err.message}; nothing was written`;
   return new StoreUnavailableError(message, { cause: err.cause });
 }

@@ -1,7 +1,7 @@
 import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { linkUp, startReplicaPair, until, type ReplicaPair } from "./replica-pair.js";
-import { connectRedis, defineScript, describeWriteFailure, quitQuietly, redisCaller, requireReplicas, runDurableScript, writeDurably, writeMaySend, WriteOutcomeUnknownError, type RedisClient } from "../src/index.js";
+import { connectRedis, defineScript, describeWriteFailure, quitQuietly, redisCaller, requireReplicas, runDurableScript, UnderReplicatedWriteError, writeDurably, writeMaySend, WriteOutcomeUnknownError, type RedisClient } from "../src/index.js";
 
 /** Appends ARGV[1] to the list and answers the list's length: every acknowledged append must be found again. */
 const APPEND = defineScript("test-durable-append", 1, "redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])");
@@ -49,6 +49,9 @@ describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's 
       // writeDurably takes any write, not only scripts
       expect(await writeDurably(client, "{d}plain", (b) => b.set("{d}plain", "v"))).toBe("OK");
       expect(await replicaClient.get("{d}plain")).toBe("v");
+      // a write that must fail short of the replicas succeeds when they have it
+      expect(await runDurableScript(client, APPEND, ["{d}strict"], ["s"], { failUnderReplicated: true })).toBe(1);
+      expect(await replicaClient.lpos("{d}strict", "s")).toBe(0);
       // Replies are matched to writes by position: a write of two commands is refused, and nothing of it is sent.
       await expect(writeDurably(client, "{d}two", (b) => b.set("{d}two", "1").set("{d}two", "2"))).rejects.toThrow(/exactly one command/);
       expect(await client.exists("{d}two")).toBe(0);
@@ -80,6 +83,18 @@ describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's 
       await Promise.all(Array.from({ length: 100 }, (_, i) => runDurableScript(waiting, APPEND, ["{d}paused"], [`g${i}`])));
       expect(performance.now() - t).toBeLessThan(2000);
       expect(o.seen.underReplicated).toBe(103);
+      // A write that asked to fail closed (what it hands out must not be lost at a failover: an id range) is refused
+      // after the same timeout — applied on the master, its answer there in the error, counted like the others.
+      const strict = await runDurableScript(waiting, APPEND, ["{d}strict-paused"], ["s"], { failUnderReplicated: true }).catch((err: unknown) => err);
+      expect(strict).toBeInstanceOf(UnderReplicatedWriteError);
+      expect((strict as UnderReplicatedWriteError).message).toMatch(
+        /^Redis write acknowledged by 0 of 1 required replicas within 300 ms: it is applied on the master but a failover could lose it, so what it handed out is not used; retry when the replicas are back$/,
+      );
+      expect((strict as UnderReplicatedWriteError).reply).toBe(1);
+      expect(await plain.llen("{d}strict-paused")).toBe(1);
+      expect(o.seen.underReplicated).toBe(104);
+      // without a replica policy the option changes nothing
+      expect(await runDurableScript(plain, APPEND, ["{d}strict-paused"], ["p"], { failUnderReplicated: true })).toBe(2);
     } finally {
       process.kill(replica.pid!, "SIGCONT");
     }

@@ -1,4 +1,4 @@
-import { runDurableScript, type RedisClient } from "../redis-script.js";
+import { runDurableScript, UnderReplicatedWriteError, type RedisClient } from "../redis-script.js";
 import type { DistributeRequest, LeaseRequest, MachineIdDistributor, MachineState } from "./distributor.js";
 import { distributeScript, guardScript, revertScript } from "./redis-scripts.js";
 
@@ -14,24 +14,44 @@ export function machineKeys(namespace: string): { itcIdx: string; adder: string;
  * owner token (redis-scripts.ts), so two live processes with one instance id never share a machine id.
  * Every script writes, and goes out as a durable write: with a replica policy on the client (`gov.redis.min-replicas`,
  * `requireReplicas`) it is answered only after `WAIT`, so a master's crash right after a distribution does not hand the
- * same machine id to a second process after the failover.
+ * same machine id to a second process after the failover. A distribution that `WAIT` saw on fewer replicas fails
+ * (UnderReplicatedWriteError) rather than succeeds — a lease the new master may not have would be handed to another
+ * process while this one issues ids under it — and is released again on the master, best effort, before it is
+ * reported. Renewals of a lease already held still succeed (counted, like every under-replicated write): the new
+ * master still holds the lease from its last replicated renewal, within its safe-guard duration, and the next renewal
+ * extends it there; failing them instead would stop every process's ids one stop rule after a failover, while the
+ * promoted master has no replica. A release (revert) lost at a failover leaves a lease that expires by itself.
  */
 export function redisMachineIdDistributor(client: RedisClient): MachineIdDistributor {
+  const revert = async (req: LeaseRequest): Promise<void> => {
+    const k = machineKeys(req.namespace);
+    await runDurableScript(client, revertScript, [k.itcIdx, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner]);
+  };
   return {
     type: "redis",
     async distribute(req: DistributeRequest): Promise<MachineState> {
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
-      const r = (await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner])) as [number, number, string];
-      return { machineId: Number(r[0]), lastTimestamp: Number(r[1]), leaseKey: String(r[2]) };
+      const state = (r: unknown): Required<MachineState> => {
+        const [machineId, lastTimestamp, leaseKey] = r as [number, number, string];
+        return { machineId: Number(machineId), lastTimestamp: Number(lastTimestamp), leaseKey: String(leaseKey) };
+      };
+      try {
+        return state(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner], { failUnderReplicated: true }));
+      } catch (err) {
+        if (err instanceof UnderReplicatedWriteError) {
+          const st = state(err.reply);
+          await revert({ namespace: req.namespace, instanceId: req.instanceId, leaseKey: st.leaseKey, owner: req.owner, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
+          // what was refused, for the operator reading why the process did not start
+          throw new UnderReplicatedWriteError(`machine id ${st.machineId} of namespace "${req.namespace}" for instance "${req.instanceId}": ${err.message}`, err.reply);
+        }
+        throw err;
+      }
     },
     async guard(req: LeaseRequest): Promise<boolean> {
       const k = machineKeys(req.namespace);
       return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner])) > 0;
     },
-    async revert(req: LeaseRequest): Promise<void> {
-      const k = machineKeys(req.namespace);
-      await runDurableScript(client, revertScript, [k.itcIdx, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner]);
-    },
+    revert,
   };
 }

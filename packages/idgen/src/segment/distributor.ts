@@ -46,6 +46,8 @@ return redis.call('INCRBY', KEYS[1], ARGV[2])`,
  * `INCRBY` on Redis (standalone or Cluster). The store must be persistent (AOF): a counter that restarts
  * from the offset would re-issue ids; a result below the previous one is reported as an error. A durable write: with a
  * replica policy on the client (`gov.redis.min-replicas`) a range is handed out only once `WAIT` saw it on the replicas.
+ * A range that `WAIT` saw on fewer is not used (UnderReplicatedWriteError): after a failover the new master, which may
+ * not have it, would hand it out again. It is skipped: a gap in the ids, never an id twice.
  */
 export function redisSegmentDistributor(client: RedisClient, opts: SegmentDistributorOptions): SegmentDistributor {
   const key = segmentKey(opts.namespace, opts.name);
@@ -56,7 +58,7 @@ export function redisSegmentDistributor(client: RedisClient, opts: SegmentDistri
     namespace: opts.namespace,
     name: opts.name,
     async nextMaxId(count) {
-      const maxId = Number(await runDurableScript(client, nextMaxIdScript, [key], [offset, count]));
+      const maxId = Number(await runDurableScript(client, nextMaxIdScript, [key], [offset, count], { failUnderReplicated: true }));
       if (!Number.isSafeInteger(maxId)) throw new Error(`segment counter ${key} is beyond 2^53 (${maxId})`);
       if (maxId < lastMaxId + count) throw new Error(`segment counter ${key} went backwards: got ${maxId}, expected at least ${lastMaxId + count} (was the store flushed or restarted without persistence?)`);
       lastMaxId = maxId;
