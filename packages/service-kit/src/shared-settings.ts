@@ -23,6 +23,6 @@ export const sharedSettings = {
     name: "gov.redis.replica-ack-timeout",
     parse: parseDurationBetween(1, 2000),
     default: 1000,
-    doc: "longest wait for those replicas (up to 2s, under the 3 s Redis command timeout); a write they miss still succeeds (it is on the master), is counted in `gov_redis_under_replicated_writes_total` and logged once per episode",
+    doc: "longest wait for those replicas (up to 2s, under the 3 s Redis command timeout); a write they miss still succeeds (it is on the master), is counted in `gov_redis_under_replicated_writes_total` and logged once per episode; a machine id or id range they miss is not used",
   } as SettingDef<number>,
 };
