@@ -103,17 +103,22 @@ describe("namespace delete: a write that landed after the data was deleted keeps
   }
 });
 
-describe("namespace delete cut short after the index forgot the namespace", () => {
+describe("namespace delete cut short", () => {
   // Redis stopped answering mid-delete (a pause past the command timeout: 504 "may or may not have been applied"), or
-  // the namespace kept changing (409): part of its data is still stored, and it must still be listed.
+  // the namespace kept changing (409): part of its data is still stored, and it must still be listed — also when the
+  // outage outlasts the delete, so that nothing can be written to the index after the failure (the index is written
+  // last, once the data is gone).
   const failures = [
     new ConnectError('the deletion of the configs of namespace "x" was sent to Redis but got no answer (Command timed out), so it may or may not have been applied', Code.DeadlineExceeded),
     new ConnectError('namespace "x" kept changing while its configs were being deleted: stop writing to it, then retry', Code.Aborted),
   ];
-  for (const failure of failures) {
-    it(`keeps what is left listed (${Code[failure.code]}), and a retried delete then removes it`, async () => {
+  for (const [failure, indexDown] of failures.flatMap((f) => [[f, false], [f, true]] as const)) {
+    it(`keeps what is left listed (${Code[failure.code]}${indexDown ? ", the index unreachable from then on" : ""}), and a retried delete then removes it`, async () => {
       const configs = createMemoryConfigStore({ maxVersions: 10 });
-      const index = createMemoryNamespaceIndex("gov-{sys-cut}");
+      const memoryIndex = createMemoryNamespaceIndex("gov-{sys-cut}");
+      let down = false;
+      const outage = () => Promise.reject(new Error("Redis is unreachable"));
+      const index = { ...memoryIndex, add: (x: string) => (down ? outage() : memoryIndex.add(x)), remove: (x: string) => (down ? outage() : memoryIndex.remove(x)) };
       const n = ns("cut-");
       await index.add(n);
       for (let i = 0; i < 4; i++) await configs.set(n, `c${i}.yaml`, "a", "h-a", Date.now());
@@ -126,6 +131,7 @@ describe("namespace delete cut short after the index forgot the namespace", () =
             if (!fail) return configs.deleteNamespace(x, o);
             await configs.remove(x, "c0.yaml", Date.now()); // the first part went, then no answer
             await configs.remove(x, "c1.yaml", Date.now());
+            down = indexDown;
             throw failure;
           },
         },
@@ -137,6 +143,7 @@ describe("namespace delete cut short after the index forgot the namespace", () =
       expect(await configs.list(n)).toEqual(["c2.yaml", "c3.yaml"]);
       expect(await index.list()).toContain(n); // listed: counted, swept, and deletable again
       fail = false;
+      down = false;
       expect(await service.deleteNamespace({ namespace: n, force: true } as never, {} as never)).toMatchObject({ removed: true });
       expect(await index.list()).not.toContain(n);
       expect(await configs.list(n)).toEqual([]);

@@ -76,16 +76,14 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
           Code.FailedPrecondition,
         );
       if ((configs > 0 || services > 0) && !req.force) throw stillHolds(configs, services);
-      // Out of the index first: every process forgets it, so a write that races the delete indexes it again rather
-      // than leaving data in a namespace nobody lists.
-      const indexed = await index.remove(ns);
-      if (!indexed && configs === 0 && services === 0) {
+      if (configs === 0 && services === 0 && !(await index.has(ns))) {
         throw new ConnectError(`namespace "${ns}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
       }
-      // Cut short after the index forgot it (Redis unreachable or slow: 503/504 "may or may not have been applied"; 409
-      // "kept changing"), the namespace may still hold part of its data: it is listed again before the error is
-      // answered, or nothing would list, count or sweep what is left, and a retried delete would answer 404 with its
-      // topology edges and counts still stored. (Listed while empty at worst: the delete failed, so it still exists.)
+      // The data first, the index last: a delete cut short (Redis unreachable or slow: 503/504 "may or may not have been
+      // applied"; 409 "kept changing") leaves the namespace listed with what is left of it, so that it is still counted,
+      // swept and deletable (a retried delete finishes it), with no step after the failure that an outage could also
+      // stop. Writes racing the delete are counted again once it is out of the index (below).
+      let unlisted = false;
       try {
         // Also without force: what an emptied namespace still has (the history of deleted configs, service counts) goes
         // too — but a config or service written since the count survives: each store checks "empty" atomically.
@@ -93,9 +91,11 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
         const removedConfigs = await deps.configs.deleteNamespace(ns, { onlyIfEmpty });
         const removed = removedConfigs === undefined ? undefined : await deps.registry.deleteNamespace(ns, { onlyIfEmpty });
         if (removedConfigs === undefined || removed === undefined) {
-          await index.add(ns); // it holds data again: keep it listed
-          throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns));
+          throw stillHolds(await deps.configs.count(ns), await deps.registry.countServices(ns)); // still listed
         }
+        // Out of the index: every process forgets it, so a write from now on indexes it again.
+        await index.remove(ns);
+        unlisted = true;
         await deps.topology?.prune(ns, Number.MAX_SAFE_INTEGER);
         await deps.stats?.forget(ns);
         // A write that raced the delete in another process may have been indexed there before that process heard of the
@@ -105,7 +105,9 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
         if (laterConfigs > 0 || laterServices > 0) await index.add(ns);
         return { removed: true, configs: removedConfigs, services: removed.services, instances: removed.instances };
       } catch (err) {
-        await index.add(ns).catch(() => {}); // best effort: the store may still be unreachable (the error says so)
+        // Failed after the index forgot it (the topology or the counts could not be dropped): listed again, best effort,
+        // so that a retried delete removes what is left rather than answering 404.
+        if (unlisted) await index.add(ns).catch(() => {});
         throw err;
       }
     },
