@@ -108,6 +108,65 @@ describe("gateway → a remote service that accepts connections but never answer
 });
 
 /**
+ * A service that reads a call only after its caller gave up — the service process was paused (SIGSTOP, a frozen VM)
+ * past the gateway's deadline, played by a proxy that holds the gateway's bytes back — must not apply it: the gateway
+ * has answered 504 "may or may not have been applied", and the write would otherwise land seconds later, after newer
+ * ones. Connect's relative `connect-timeout-ms` is counted from the read; the gateway's absolute `x-gov-deadline` is not.
+ */
+describe("gateway → a remote service that reads the call after the gateway's deadline (paused)", () => {
+  const logger = createLogger("test", "silent");
+  const HELD_MS = 1_800; // past the gateway's 300 ms and the service's 1 s allowance for clock skew
+  let service: ConnectServer;
+  let gateway: FastifyInstance;
+  let direct: FastifyInstance;
+  let proxy: Server;
+  let answers = "";
+  const sockets = new Set<Socket>();
+  beforeAll(async () => {
+    service = await serveConfigService(logger);
+    proxy = createServer((client) => {
+      const upstream = connect(Number(new URL(service.url).port), "127.0.0.1");
+      for (const s of [client, upstream]) sockets.add(s.on("error", () => {}));
+      const held: Buffer[] = [];
+      let released = false;
+      client.on("data", (chunk: Buffer) => {
+        if (released) return void upstream.write(chunk);
+        if (held.length === 0) setTimeout(() => ((released = true), upstream.write(Buffer.concat(held))), HELD_MS);
+        held.push(chunk);
+      });
+      // the service's answers are kept: the gateway has long gone when the late one comes
+      upstream.on("data", (chunk: Buffer) => ((answers += chunk.toString("latin1")), client.writable && client.write(chunk)));
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+    const limits = { maxJsonBody: 1 << 20, maxZipBytes: TEST_LIMITS.maxZipBytes };
+    gateway = await buildGateway({ services: [{ service: ConfigService, transport: remoteTransport(proxyUrl, { defaultTimeoutMs: 300 }) }], logger, limits });
+    direct = await buildGateway({ services: [{ service: ConfigService, transport: remoteTransport(service.url) }], logger, limits });
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await direct?.close();
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => proxy?.close(resolve));
+    await service?.close();
+  });
+
+  it("a write the service reads after the deadline is refused unread, so the 504's unknown outcome resolves to not applied", async () => {
+    const url = `/v1/namespaces/${seg(ns("late"))}/configs/app.yaml`;
+    const res = await gateway.inject({ method: "PUT", url, payload: "late: true", headers: { "content-type": "text/plain" } });
+    expect([res.statusCode, res.json().code]).toEqual([504, "deadline_exceeded"]);
+    expect(res.json().message).toMatch(/may or may not have been applied/);
+    // the service read the held call later and answered it (to nobody): refused, with why
+    await expect.poll(() => answers, { timeout: 10_000, interval: 50 }).toMatch(/deadline_exceeded/);
+    expect(answers).toMatch(/this call reached the service \d+ ms after its caller's deadline .*nothing was done/);
+    const read = await direct.inject({ method: "GET", url });
+    expect([read.statusCode, read.json().code]).toEqual([404, "not_found"]);
+    // in time, the same write through the same proxy-free path is applied as ever
+    expect((await direct.inject({ method: "PUT", url, payload: "on time: true", headers: { "content-type": "text/plain" } })).json()).toBe(true);
+  });
+});
+
+/**
  * The gateway facing a service that restarts or is down: a TCP proxy in front of a real config service resets the next
  * N connections it accepts, or stops listening. Reads are retried a bounded number of times; writes never are.
  */

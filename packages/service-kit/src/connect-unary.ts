@@ -10,6 +10,7 @@ import { refuseLostKeys } from "./lost-keys.js";
 import { correctedError, type MessageLimit } from "./request-errors.js";
 import { connectHttpStatus } from "./rest-status.js";
 import { inProcessTransport, responsesOfErrors, type LocalService } from "./transport/in-process.js";
+import { CALLER_DEADLINE_HEADER, lateCall } from "./transport/caller-deadline.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -132,6 +133,9 @@ export function serveConnectUnary(
       } catch (err) {
         throw correctedError(ConnectError.from(err), options.limit, route.method.input);
       }
+      // Read after its caller gave up (this process was paused): not run (caller-deadline.ts).
+      const late = lateCall(request.headers[CALLER_DEADLINE_HEADER], Date.now());
+      if (late) throw late;
       const res = await transport.unary(route.method, abort.signal, timeoutMs, request.headers as Record<string, string>, input as never, undefined);
       const message = res.message as Message;
       // An answer with a long list (see large-lists.ts) is encoded a few milliseconds at a time, then joined.

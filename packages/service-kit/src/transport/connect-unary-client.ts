@@ -5,6 +5,7 @@ import { createDeadlineSignal, createLinkedAbortController, getAbortSignalReason
 import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrpc/connect/protocol-connect";
 import { isReadOnly, outcomeUnknown } from "./call-outcome.js";
 import { fromBinaryInTurns } from "../large-lists.js";
+import { CALLER_DEADLINE_HEADER } from "./caller-deadline.js";
 
 type UnaryCall = (
   method: DescMethodUnary,
@@ -55,7 +56,10 @@ export function connectUnaryClient(baseUrl: string, interceptors: Interceptor[] 
     // No accept-encoding: on the hop between our own processes compressing costs both sides more CPU than it saves,
     // and the answer is then never compressed (Connect servers compress only what the client accepts).
     const deadline = (req as UnaryRequest & { deadline?: number }).deadline;
-    if (deadline !== undefined) headers["connect-timeout-ms"] = String(Math.max(1, deadline - Date.now()));
+    if (deadline !== undefined) {
+      headers["connect-timeout-ms"] = String(Math.max(1, deadline - Date.now()));
+      headers[CALLER_DEADLINE_HEADER] = String(deadline); // a service that reads the call late refuses it (caller-deadline.ts)
+    }
     const signal = req.signal;
     return new Promise<UnaryResponse>((resolve, reject) => {
       const onAbort = () => {
