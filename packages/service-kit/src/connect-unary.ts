@@ -133,7 +133,8 @@ export function serveConnectUnary(
       } catch (err) {
         throw correctedError(ConnectError.from(err), options.limit, route.method.input);
       }
-      // Read after its caller gave up (this process was paused): not run (caller-deadline.ts).
+      // Read after its caller gave up (this process was paused): not run (caller-deadline.ts). Here only: the header
+      // comes from our remote transport, whose unary calls (binary, uncompressed, with a length) all take this path.
       const late = lateCall(request.headers[CALLER_DEADLINE_HEADER], Date.now());
       if (late) throw late;
       const res = await transport.unary(route.method, abort.signal, timeoutMs, request.headers as Record<string, string>, input as never, undefined);
