@@ -229,10 +229,9 @@ export function largeListsSerialization<O extends Partial<JsonWriteOptions & Jso
 
   /** `msg` ready for JSON serialization by Connect-ES without a long block: its large lists encoded, in a stand-in. */
   async function jsonReady(desc: DescMessage, msg: Message): Promise<Message> {
-    const ready = prepareLargeLists(desc, msg, texts.message);
-    if (ready === undefined) return msg;
-    await ready;
-    const lists = largeLists(desc, msg)!;
+    const lists = largeLists(desc, msg);
+    if (lists === undefined) return msg;
+    await encodeInTurns(lists, msg, texts.message);
     const tail = listsTail(texts.list, msg, lists);
     const standIn = withoutLists(msg, lists);
     const empty: Message[] = [];

@@ -8,6 +8,12 @@ export function machineKeys(namespace: string): { itcIdx: string; adder: string;
   return { itcIdx: `idgen:${tag}:itc_idx`, adder: `idgen:${tag}:adder`, revert: `idgen:${tag}:revert`, owner: `idgen:${tag}:owner` };
 }
 
+/** The distribute script's answer: machine id, the last timestamp its previous owner used, the lease key. */
+function stateOf(reply: unknown): Required<MachineState> {
+  const [machineId, lastTimestamp, leaseKey] = reply as [number, number, string];
+  return { machineId: Number(machineId), lastTimestamp: Number(lastTimestamp), leaseKey: String(leaseKey) };
+}
+
 /**
  * Machine-id leases in Redis (standalone or Cluster): distribute (self → released → new → recycle stale),
  * guard (renew if still ours), revert (release for reuse, keeping the last timestamp). Each lease is held under its
@@ -32,15 +38,11 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
     async distribute(req: DistributeRequest): Promise<MachineState> {
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
-      const state = (r: unknown): Required<MachineState> => {
-        const [machineId, lastTimestamp, leaseKey] = r as [number, number, string];
-        return { machineId: Number(machineId), lastTimestamp: Number(lastTimestamp), leaseKey: String(leaseKey) };
-      };
       try {
-        return state(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner], { failUnderReplicated: true }));
+        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner], { failUnderReplicated: true }));
       } catch (err) {
         if (err instanceof UnderReplicatedWriteError) {
-          const st = state(err.reply);
+          const st = stateOf(err.reply);
           await revert({ namespace: req.namespace, instanceId: req.instanceId, leaseKey: st.leaseKey, owner: req.owner, machineId: st.machineId, now: st.lastTimestamp }).catch(() => {});
           // what was refused, for the operator reading why the process did not start
           throw new UnderReplicatedWriteError(`machine id ${st.machineId} of namespace "${req.namespace}" for instance "${req.instanceId}": ${err.message}`, err.reply);
