@@ -20,6 +20,19 @@ export const OPEN_SHOWN_AFTER_MS = 10_000;
 
 export { NO_OUTCOME } from "./store/security-store.js";
 
+const counted = new WeakSet<object>();
+
+/**
+ * Marks a refused login as one that the lockout bounds (a wrong password counted toward its user's lock: at most
+ * `gov.security.login.max-failures` per user per lock): the audit log records it whatever the budget of anonymous
+ * refusals, so that guesses at a real user's password are all in the log.
+ */
+export function countedRefusal<E extends object>(err: E): E {
+  counted.add(err);
+  return err;
+}
+export const isCountedRefusal = (err: unknown): boolean => typeof err === "object" && err !== null && counted.has(err);
+
 type Done = (stored: boolean) => void;
 
 /**

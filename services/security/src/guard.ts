@@ -5,7 +5,7 @@ import { http } from "@gov/api";
 import { nothingWritten, outageError, restStatusOf } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
-import { NO_OUTCOME, type AuditWriter } from "./audit-log.js";
+import { isCountedRefusal, NO_OUTCOME, type AuditWriter } from "./audit-log.js";
 import { mayAccess, principalKey, type Principal } from "./principal.js";
 import type { AuditSelection } from "./settings.js";
 import type { AuditRecord } from "./store/security-store.js";
@@ -239,10 +239,20 @@ interface AuditCall {
 }
 const auditCallKey = createContextKey<AuditCall | undefined>(undefined);
 
-/** Who the entry is for: the caller, or for a login (no principal yet) the user it is for. */
+/** Bidirectional controls, with which a name can show as another (`\u202etoor` reads "root"). */
+const BIDI_CONTROLS = /[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const visible = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+
+/**
+ * Who the entry is for: the caller, or for a login (no principal yet) the user it is for — as sent by anyone, so
+ * bidirectional controls in it are written out (`\u202e`): user names cannot hold them, and an entry must not show
+ * a failed login as another user's.
+ */
 function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: unknown): string {
   const principal = req.contextValues.get(principalKey);
-  return cap(principal?.username ?? (rule.access === Access.PUBLIC ? String((first as { username?: unknown } | undefined)?.username ?? "") : ""), 256);
+  if (principal) return cap(principal.username, 256);
+  if (rule.access !== Access.PUBLIC) return "";
+  return cap(String((first as { username?: unknown } | undefined)?.username ?? "").replace(BIDI_CONTROLS, visible), 256);
 }
 
 /**
@@ -261,7 +271,7 @@ function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: 
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
-  const refusals = anonymousRefusals();
+  const refusals = anonymousRefusals((entry) => void opts.writer.record({ id: opts.ids.nextId(), ...entry })?.catch(() => undefined), now);
   return (next) => (req) => {
     const rule = ruleOf(req.method);
     if (!selects(opts.selection, rule.read)) return next(req); // no promise of its own for unrecorded calls
@@ -285,73 +295,157 @@ export function auditInterceptor(opts: { selection: AuditSelection; writer: Audi
       base: { id: opts.ids.nextId(), ip: cap(ip, 64), resource: cap(resourceOf(rule, first), 2048), action: rule.httpMethod, opTime: now() },
     };
     if (opts.writer.opensEntries) req.contextValues.set(auditCallKey, call); // for auditOpenInterceptor
-    let res;
-    try {
-      res = await next(request as R);
-    } catch (err) {
+    /** Records a failed call; what to answer (the error, or the one that says its entry is not stored). */
+    const failed = async (err: unknown): Promise<unknown> => {
       if (call.notRun && err === call.notRun) {
         // refused before its handler ran, because the audit store is failing: the entry (this answer) cannot be stored
         // now, and waiting for it would only hold an answer that acknowledges nothing; it is kept and retried (sent
         // whole: its open was refused), and only a full queue holds the answer, as for every outcome
         const full = opts.writer.record(entryOf(call, req, rule, first, restStatusOf(call.notRun), call.notRun.rawMessage), false, false);
         if (full) await full;
-        throw err;
+        return err;
       }
       // what the client is answered: an outage met by the authorization check (inside this interceptor, outside the
       // error interceptor) is a 503, not the 500 ConnectError.from would make of it
       const e = outageError(err) ?? ConnectError.from(err);
-      let msg = e.rawMessage;
-      if (e.code === Code.Unauthenticated && !req.contextValues.get(principalKey)) {
-        const left = refusals.take(call.base.ip, now());
-        if (left === undefined) throw err; // over this address's budget: counted, told with its next recorded refusal
-        if (left > 0) msg = `${msg} (and ${left} earlier refused call(s) from this address, not recorded: over ${ANONYMOUS_REFUSALS.perAddress} a second)`;
-      }
-      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, restStatusOf(e), msg, e);
-      throw (wait && (await wait)) || err;
+      const status = restStatusOf(e);
+      // refused with no caller: under the budget (counted into a summary when over it), unless the lockout bounds it
+      if (!req.contextValues.get(principalKey) && !isCountedRefusal(err) && !refusals.take(call.base.ip, () => entryOf(call, req, rule, first, status, e.rawMessage))) return err;
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, status, e.rawMessage, e);
+      return (wait && (await wait)) || err;
+    };
+    /** Records a call that succeeded; undefined, or the error to answer instead (its entry is not stored). */
+    const succeeded = async (): Promise<ConnectError | undefined> => {
+      const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, 200, "");
+      return (wait && (await wait)) || undefined;
+    };
+    /** Opens a stream's entry before it starts; the error to answer instead when the store did not take it. */
+    const openStreamEntry = async (): Promise<ConnectError | undefined> => {
+      if (!opts.writer.opensEntries) return undefined; // the embedded store: written whole with the outcome
+      const entry = entryOf(call, req, rule, first, 0, NO_OUTCOME); // in AuditRecord's field order (see auditOpenInterceptor)
+      call.opened = opts.writer.open(entry);
+      if (await call.opened) return undefined;
+      const answer = notRecorded(opts.writer, req, rule, undefined);
+      // kept and retried, sent whole, as the entry of a unary call refused for the same reason
+      void opts.writer.record({ ...entry, status: restStatusOf(answer), msg: cap(answer.rawMessage, 1024) }, false, false)?.catch(() => undefined);
+      return answer;
+    };
+    let res;
+    try {
+      res = await next(request as R);
+    } catch (err) {
+      throw await failed(err);
     }
-    const wait = recordOutcome(opts.writer, call, call.opened && (await call.opened), req, rule, first, 200, "");
-    const failure = wait && (await wait);
+    // A stream that reads its requests as they come (a keepalive) is authorized by its first request message, after
+    // it has started: its entry is opened now (fail closed: it does not start unless that is stored), and its outcome
+    // follows at its first answer, or its failure.
+    if (res.stream && req.method.methodKind !== "server_streaming") {
+      const refused = await openStreamEntry();
+      if (refused) throw refused;
+      return { ...res, message: outcomeAtFirst(res.message, succeeded, failed) as typeof res.message };
+    }
+    const failure = await succeeded();
     if (failure) throw failure;
     return res;
   }
 }
 
-/**
- * How many calls refused for want of a valid token (401, no caller) are recorded a second: per client address, and
- * from all addresses together. They are recorded (contract §7), but a client with no account must not be able to push
- * every other entry out of the log's retention (gov.security.audit-log.max-entries) by sending them fast: unbounded,
- * 64 connections did it to 100,000 entries in 9 s. At these rates that takes over half an hour, and the entries it
- * leaves say how many refusals were not recorded.
- */
-const ANONYMOUS_REFUSALS = { perAddress: 5, overall: 50 };
+/** Passes `messages` on, once `succeeded` (at the first message, or the end) or `failed` (an error before it) has recorded the outcome. */
+async function* outcomeAtFirst(
+  messages: AsyncIterable<unknown>,
+  succeeded: () => Promise<ConnectError | undefined>,
+  failed: (err: unknown) => Promise<unknown>,
+): AsyncIterable<unknown> {
+  const it = messages[Symbol.asyncIterator]();
+  let next: IteratorResult<unknown>;
+  try {
+    next = await it.next();
+  } catch (err) {
+    throw await failed(err);
+  }
+  const failure = await succeeded();
+  if (failure) {
+    await it.return?.();
+    throw failure;
+  }
+  try {
+    for (; !next.done; next = await it.next()) yield next.value;
+  } finally {
+    if (!next.done) await it.return?.();
+  }
+}
 
-/** The budget of {@link ANONYMOUS_REFUSALS}, per second of the clock: `take` answers undefined when over it. */
-function anonymousRefusals() {
+/**
+ * How many refused calls without a caller (no valid token, a failed or malformed login) are recorded one by one a
+ * second: per client address, and from all addresses together. They are recorded (contract §7), but a client with no
+ * account must not be able to push every other entry out of the log's retention (gov.security.audit-log.max-entries)
+ * by sending them fast: unbounded, 64 connections did it to 100,000 entries in 9 s, and malformed logins at 8,000 a
+ * second. The rest are counted, and each second that left some out is summed up in one entry of its own: which
+ * addresses, how many, what they called (login attempts first, so that a password guesser cannot hide behind a flood
+ * of token-less calls). Nothing is unaccounted for, and at most 51 entries a second are written. Wrong passwords
+ * counted toward a user's lock are always recorded one by one: the lockout bounds them.
+ */
+const ANONYMOUS_REFUSALS = { perAddress: 5, overall: 50, namedInSummary: 5, addressesCounted: 10_000 };
+
+/** The budget of {@link ANONYMOUS_REFUSALS}, per second of the clock, and the summaries of what was over it. */
+function anonymousRefusals(writeSummary: (entry: Omit<AuditRecord, "id">) => void, now: () => number) {
   let second = -1;
   let overall = 0;
   const used = new Map<string, number>();
-  /** Refusals left out per address, until one of its refusals is recorded again (bounded: cleared when large). */
-  const skipped = new Map<string, number>();
+  /** Left out since the last summary, per address: how many, and the last one's entry. */
+  let skipped = new Map<string, { count: number; last: AuditRecord }>();
+  let uncounted = 0; // left out from addresses beyond ANONYMOUS_REFUSALS.addressesCounted
+  let summary: NodeJS.Timeout | undefined;
+  const sumUp = () => {
+    summary = undefined;
+    const all = [...skipped.entries()];
+    const others = uncounted;
+    skipped = new Map();
+    uncounted = 0;
+    if (all.length === 0) return;
+    all.sort(([, a], [, b]) => Number(b.last.operator !== "") - Number(a.last.operator !== "") || b.count - a.count);
+    const total = all.reduce((n, [, s]) => n + s.count, others);
+    const named = all.slice(0, ANONYMOUS_REFUSALS.namedInSummary).map(([ip, { count, last }]) => {
+      const as = last.operator ? ` for ${JSON.stringify(last.operator)}` : "";
+      return `${ip || "(no address)"} ×${count} (the last: ${last.action} ${last.resource}${as}, ${last.status})`;
+    });
+    const rest = all.length - named.length;
+    const top = all[0][1].last;
+    writeSummary({
+      operator: top.operator,
+      ip: top.ip,
+      resource: top.resource,
+      action: top.action,
+      status: top.status,
+      msg:
+        `${total} refused call(s) without a caller were not recorded one by one (over ${ANONYMOUS_REFUSALS.perAddress} a second from one ` +
+        `address, or ${ANONYMOUS_REFUSALS.overall} from all): ${named.join("; ")}${rest > 0 ? `; and ${rest} more address(es)` : ""}`,
+      opTime: now(),
+    });
+  };
   return {
-    /** undefined: do not record this refusal; else how many of the address's refusals were left out before it. */
-    take(ip: string, now: number): number | undefined {
-      const s = Math.floor(now / 1000);
+    /** Whether to record this refusal one by one; if not, it is counted into the next summary (written a second on). */
+    take(ip: string, entry: () => AuditRecord): boolean {
+      const s = Math.floor(now() / 1000);
       if (s !== second) {
         second = s;
         overall = 0;
         used.clear();
       }
       const n = used.get(ip) ?? 0;
-      if (n >= ANONYMOUS_REFUSALS.perAddress || overall >= ANONYMOUS_REFUSALS.overall) {
-        if (skipped.size >= 10_000 && !skipped.has(ip)) skipped.clear();
-        skipped.set(ip, (skipped.get(ip) ?? 0) + 1);
-        return undefined;
+      if (n < ANONYMOUS_REFUSALS.perAddress && overall < ANONYMOUS_REFUSALS.overall) {
+        used.set(ip, n + 1);
+        overall++;
+        return true;
       }
-      used.set(ip, n + 1);
-      overall++;
-      const left = skipped.get(ip) ?? 0;
-      skipped.delete(ip);
-      return left;
+      const left = skipped.get(ip);
+      if (left) {
+        left.count++;
+        left.last = entry();
+      } else if (skipped.size < ANONYMOUS_REFUSALS.addressesCounted) skipped.set(ip, { count: 1, last: entry() });
+      else uncounted++;
+      summary ??= setTimeout(sumUp, 1000).unref();
+      return false;
     },
   };
 }
@@ -445,7 +539,10 @@ function recordOutcome(
 export function auditOpenInterceptor(writer: AuditWriter): Interceptor {
   return (next) => (req) => {
     const call = req.stream ? undefined : req.contextValues.get(auditCallKey);
-    if (!call) return next(req);
+    // A call without a caller (a login) is recorded once, whole, with its outcome: opened first, a refused one would
+    // stay in the log, open, when it is left out of it (the budget of anonymous refusals) — and it would cost
+    // the budget nothing to send them by the thousand.
+    if (!call || !req.contextValues.get(principalKey)) return next(req);
     const b = call.base;
     const operator = operatorOf(req, ruleOf(req.method), req.message);
     const failing = writer.failing; // read before the open: its batch's outcome sets it for the calls after it

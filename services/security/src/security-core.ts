@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { outageLogFields, type Logger } from "@gov/service-kit";
+import { countedRefusal } from "./audit-log.js";
 import { DUMMY_HASH, generatePassword, hashPassword, MAX_PASSWORD_BYTES, verifyPassword } from "./passwords.js";
 import { principalOf, type Principal } from "./principal.js";
 import type { SecurityStore, UserRecord } from "./store/security-store.js";
@@ -125,7 +126,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     // The subscription can be back before the command connection is: a failed attempt is repeated for a while.
     for (let attempt = 1; ; attempt++) {
       try {
-        await restoreOnce();
+        await restore();
         return;
       } catch (err) {
         if (closed || attempt >= RESTORE_ATTEMPTS) {
@@ -136,6 +137,16 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       }
     }
   }
+
+  /**
+   * One restore at a time, whoever asks (the resync, the periodic check, a call of the super user that found it
+   * missing): a generated super-user password must be made, and printed, once.
+   */
+  let restoring: Promise<void> | undefined;
+  const restore = (): Promise<void> =>
+    (restoring ??= restoreOnce().finally(() => {
+      restoring = undefined;
+    }));
 
   async function restoreOnce(): Promise<void> {
     if (!settings.jwtSecret) {
@@ -162,7 +173,7 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     store.kind === "embedded"
       ? undefined
       : setInterval(() => {
-          if (cacheTrusted) restoreOnce().catch((err) => logger.debug(outageLogFields(err), "checking the store for lost security data failed; the next check retries"));
+          if (cacheTrusted) restore().catch((err) => logger.debug(outageLogFields(err), "checking the store for lost security data failed; the next check retries"));
         }, LOSS_CHECK_MS);
   lossCheck?.unref();
 
@@ -186,9 +197,24 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
     return entry;
   };
 
+  /**
+   * The super user, found missing: it cannot be removed, so the store lost its data (a Redis restarted empty), and the
+   * process that owns the users creates it again before this answers — a call (a watch's next message) that meets the
+   * loss before the resync has restored it is not told that root "no longer exists". Elsewhere: retry shortly.
+   */
+  const superUserAgain = async () => {
+    if (superUserAnnounce) {
+      await restore();
+      principals.delete(settings.superUsername);
+      const entry = await loadPrincipal(settings.superUsername);
+      if (entry) return entry;
+    }
+    throw new ConnectError(`the super user ${JSON.stringify(settings.superUsername)} is missing from the store (it lost its data) and is being created again: retry in a moment`, Code.Unavailable);
+  };
+
   /** The user a still-valid login belongs to, read again: deleted and locked users are refused, and old sessions. */
   const currentUser = async (username: string, token: { issuedAt: number; session?: string }) => {
-    const entry = await loadPrincipal(username);
+    const entry = (await loadPrincipal(username)) ?? (username === settings.superUsername ? await superUserAgain() : null);
     if (!entry) throw unauthenticated(`user ${JSON.stringify(username)} no longer exists: log in as another user`);
     if (username !== settings.superUsername && isLocked(entry.user, now())) throw unauthenticated(`user ${JSON.stringify(username)} is locked: ask an administrator to unlock it`);
     if (!inSession(token, entry.user)) throw unauthenticated("this session has ended (the password was changed, or the user removed and created again since this token was issued): log in again");
@@ -201,6 +227,8 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       return tokens;
     },
     superUsername: settings.superUsername,
+    /** gov.security.login.max-failures: wrong passwords that lock a user. */
+    maxFailures: settings.maxFailures,
 
     /**
      * The caller when both its token and its user are cached and valid (the common case, answered without a promise);
@@ -279,19 +307,37 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
 
     async login(username: string, password: string) {
       checkPassword(password);
-      const user = await store.getUser(username);
+      const user = (await store.getUser(username)) ?? (username === settings.superUsername && superUserAnnounce ? (await superUserAgain()).user : undefined);
       if (!user) {
         await verifyPassword(password, DUMMY_HASH); // the same work as for a known user
         throw unauthenticated(LOGIN_REFUSED);
       }
-      const superUser = username === settings.superUsername;
-      const locked = !superUser && isLocked(user, now());
-      const ok = await verifyPassword(password, user);
-      if (!ok && !superUser && !locked) await store.recordFailure(username, settings.maxFailures, now() + settings.lockDuration);
-      if (!ok || locked) throw unauthenticated(LOGIN_REFUSED);
-      if (user.failures > 0) await store.updateUser(username, { failures: 0 });
+      const attempt = await core.passwordAttempt(user, password);
+      if (attempt === "counted") throw countedRefusal(unauthenticated(LOGIN_REFUSED));
+      if (attempt !== "right") throw unauthenticated(LOGIN_REFUSED);
       // the session as read before the password check: a change that overlapped the check ends this one too
       return tokens.issue(username, user.session);
+    },
+
+    /**
+     * Whether `password` is the user's, under the lockout (`gov.security.login.max-failures` wrong passwords lock the
+     * user for `gov.security.login.lock-duration`): "right"; "counted", a wrong one counted toward the lock; "refused",
+     * a wrong one not counted (the super user cannot be locked) or any password of a locked user — after the same work
+     * in every case. The attempt is charged in the store before the (slow) check, so that attempts sent in parallel
+     * cannot all be checked before the failures among them lock the user: 32 at once were, the right one last among
+     * them answered with tokens.
+     */
+    async passwordAttempt(user: UserRecord, password: string): Promise<"right" | "counted" | "refused"> {
+      if (user.username === settings.superUsername) return (await verifyPassword(password, user)) ? "right" : "refused";
+      const charged = await store.chargeAttempt(user.username, settings.maxFailures, now() + settings.lockDuration, now());
+      const ok = await verifyPassword(password, user); // a locked user's too: a refusal takes as long either way
+      if (typeof charged !== "number") return "refused";
+      if (ok) {
+        await store.updateUser(user.username, { failures: 0 }); // a right password starts the count again
+        return "right";
+      }
+      if (charged >= settings.maxFailures) await store.updateUser(user.username, { failures: 0, lockedUntil: now() + settings.lockDuration });
+      return "counted";
     },
 
     async refresh(username: string, accessToken: string, refreshToken: string) {

@@ -3,7 +3,7 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
-import { hashPassword, verifyPassword } from "./passwords.js";
+import { hashPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
 import { checkPassword, isLocked, type SecurityCore } from "./security-core.js";
 import type { AuditRecord, Binding, SecurityStore } from "./store/security-store.js";
@@ -107,8 +107,12 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       if (needsOld && req.oldPassword === "") {
         throw new ConnectError("oldPassword is missing: send the current password with the new one ({oldPassword, newPassword}); only an admin may reset another user's password without it", Code.InvalidArgument);
       }
-      if (needsOld && !(await verifyPassword(req.oldPassword, user))) {
-        throw new ConnectError("oldPassword is wrong: send the current password to change it", Code.PermissionDenied);
+      // under the login's lockout: a stolen access token must not be a way to guess the password without limit
+      if (needsOld && (await core.passwordAttempt(user, req.oldPassword)) !== "right") {
+        throw new ConnectError(
+          `oldPassword is wrong, or the user is locked after ${core.maxFailures} wrong passwords: send the current password to change it`,
+          Code.PermissionDenied,
+        );
       }
       // sessions issued before the change end (a stolen token or password stops working)
       const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), session: newSession() });

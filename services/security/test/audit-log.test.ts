@@ -57,7 +57,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         expect(logins.list[0]).toMatchObject({ operator: "hank", action: "POST", status: 200 });
       });
 
-      it("refusals without a valid token: at most 5 a second per address recorded, the next one says how many were not", async () => {
+      // the entries a second of refusals over the budget is summed up in, and how many each sums up
+      const SUMMARY = /^(\d+) refused call\(s\) without a caller were not recorded one by one/;
+      const summed = (e: Entry) => Number(SUMMARY.exec(e.msg)?.[1] ?? 0);
+
+      it("refusals without a caller: at most 5 a second per address recorded one by one, the rest summed up a second later", async () => {
         const n = ns("flood");
         const from = { "x-forwarded-for": "198.51.100.9" };
         const refused = () => p.rest("PUT", `/v1/namespaces/${n}/configs/x.yaml`, { body: "x", headers: from });
@@ -66,23 +70,47 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         const seconds = Math.floor(Date.now() / 1000) - Math.floor(started / 1000) + 1;
         await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000) + 20)); // into the next second
         expect((await refused()).status).toBe(401);
-        // each recorded refusal counts those left out since the one before it: together, nothing unaccounted for. A
-        // refusal's outcome is stored after its answer (batched, off the request path), so the last one may still be
-        // on its way: read until it is there.
-        const left = (msg: string) => Number(/and (\d+) earlier refused call\(s\) from this address, not recorded/.exec(msg)?.[1] ?? 0);
+        // one by one or summed up: together, nothing unaccounted for. Summaries are written a second after the first
+        // refusal they hold, outcomes after their answer (batched): read until they are there.
         const refusals = () => query(p, root, `?query=${seg(n)}&successful=false&limit=100`);
-        const accounted = async () => {
-          const { list, total } = await refusals();
-          return total + list.reduce((sum, e) => sum + left(e.msg), 0);
-        };
+        const accounted = async () => (await refusals()).list.reduce((sum, e) => sum + (summed(e) || 1), 0);
         await expect.poll(accounted, { timeout: 5000 }).toBe(41);
-        const { list, total } = await refusals();
-        expect(total).toBeGreaterThanOrEqual(2);
-        expect(total).toBeLessThanOrEqual(5 * seconds + 1);
-        expect(list[0].msg).toMatch(/not recorded: over 5 a second/);
+        const { list } = await refusals();
+        const oneByOne = list.filter((e) => !summed(e));
+        expect(oneByOne.length).toBeGreaterThanOrEqual(2);
+        expect(oneByOne.length).toBeLessThanOrEqual(5 * seconds + 1);
+        const summary = list.find((e) => summed(e) > 0)!;
+        expect(summary).toMatchObject({ ip: "198.51.100.9", action: "PUT", status: 401 });
+        expect(summary.msg).toMatch(/over 5 a second from one address, or 50 from all\): 198\.51\.100\.9 ×\d+ \(the last: PUT \/v1\/namespaces\/.*\/configs\/x\.yaml, 401\)$/);
         // an admin's own writes are recorded as ever
         expect((await p.rest("PUT", `/v1/namespaces/${n}/configs/y.yaml`, { token: root, body: "y", headers: from })).body).toBe(true);
         await expect.poll(async () => (await query(p, root, `?query=${seg(n)}&successful=true`)).total, { timeout: 5000 }).toBe(1);
+      });
+
+      it("logins: malformed ones fall under that budget too; wrong passwords of a user are all recorded (its lockout bounds them)", async () => {
+        const ghost = `ghost-${Date.now()}`;
+        const from = (ip: string) => ({ "x-forwarded-for": ip });
+        // a malformed login answers 400: no caller, so it cannot push the log out of its retention either
+        const malformed = await Promise.all(Array.from({ length: 30 }, () => p.rest("POST", `/v1/authenticate/${ghost}/login`, { body: { password: "" }, headers: from("198.51.100.10") })));
+        expect(malformed.map((r) => r.status)).toEqual(Array(30).fill(400));
+        const ofGhost = () => query(p, root, `?query=${seg(`/v1/authenticate/${ghost}/login`)}&limit=100`);
+        await expect.poll(async () => (await ofGhost()).list.reduce((sum, e) => sum + (summed(e) || 1), 0), { timeout: 5000 }).toBe(30);
+        const { list } = await ofGhost();
+        expect(list.filter((e) => !summed(e)).length).toBeLessThanOrEqual(10);
+        expect(list.every((e) => e.status === 400 && e.operator === ghost)).toBe(true);
+
+        // nine wrong passwords of a real user at once, from one address: each one in the log, none left open (status 0)
+        const ivy = `ivy${Date.now()}`;
+        expect((await p.rest("POST", `/v1/users/${ivy}`, { token: root, body: { password: "ivy-pass-word" } })).body).toBe(true);
+        const wrong = await Promise.all(Array.from({ length: 9 }, (_, i) => p.rest("POST", `/v1/authenticate/${ivy}/login`, { body: { password: `guess-${i}` }, headers: from("198.51.100.11") })));
+        expect(wrong.map((r) => r.status)).toEqual(Array(9).fill(401));
+        const ofIvy = () => query(p, root, `?query=${seg(`/v1/authenticate/${ivy}/login`)}&limit=100`);
+        await expect.poll(async () => (await ofIvy()).total, { timeout: 5000 }).toBe(9);
+        expect((await ofIvy()).list.map((e) => [e.operator, e.ip, e.status])).toEqual(Array(9).fill([ivy, "198.51.100.11", 401]));
+
+        // a name that would show as another's ("\u202etoor" reads "root") is written out
+        expect((await p.rest("POST", `/v1/authenticate/${seg("\u202etoor")}/login`, { body: { password: "x" } })).status).toBe(401);
+        await expect.poll(async () => (await query(p, root, `?query=${seg("\\u202etoor")}`)).list.map((e) => e.operator), { timeout: 5000 }).toEqual(["\\u202etoor"]);
       });
 
       it("records the status the REST API answers, whatever the protocol: failed_precondition is 412", async () => {

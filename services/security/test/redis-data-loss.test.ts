@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
+import { readSse, redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ns, ROOT_PASSWORD, startSecure, systemNs, type SecureProcess } from "./harness.js";
 
@@ -36,6 +36,28 @@ describe.skipIf(!redisServerPath())("security after Redis came back empty", () =
     await expect.poll(async () => (await other.rest("PUT", `/v1/namespaces/${encodeURIComponent(dev)}/configs/b.yaml`, { token: after, body: "b: 1" })).status, { timeout: 20_000, interval: 200 }).toBe(200);
     // the key was stored again as it was: the session from before the loss is still good (root exists again)
     expect((await owner.rest("GET", `/v1/namespaces/${encodeURIComponent(dev)}/configs/b.yaml`, { token: before })).status).toBe(200);
+  });
+
+  it("the super user's open watch goes on across the loss: it gets the resync, not a claim that root no longer exists", async () => {
+    const dev = ns("watched");
+    const token = (await owner.login("root", ROOT_PASSWORD)).accessToken;
+    expect((await owner.rest("PUT", `/v1/namespaces/${encodeURIComponent(dev)}/configs/w.yaml`, { token, body: "w: 1" })).status).toBe(200);
+    const events: { data: { op?: string; code?: string; message?: string }; event: string }[] = [];
+    const ac = new AbortController();
+    try {
+      const watch = await readSse(`${owner.url}/v1/namespaces/${encodeURIComponent(dev)}/configs/w.yaml/watch`, ac.signal, (data, event) => events.push({ data: data as never, event }), { authorization: `Bearer ${token}` });
+      expect(watch.status).toBe(200);
+      await expect.poll(() => events.length, { timeout: 5_000 }).toBe(1);
+
+      await redis.stop();
+      await redis.start(); // no persistence: empty, root included
+
+      await expect.poll(() => events.length, { timeout: 20_000, interval: 100 }).toBeGreaterThan(1);
+      expect(events[1]).toMatchObject({ event: "message", data: { op: "resync" } });
+      expect(events.filter((e) => e.event === "error")).toEqual([]);
+    } finally {
+      ac.abort();
+    }
   });
 
   it("emptied without a reconnect (FLUSHALL): within a check period root logs in again, and a process started after the flush agrees on the key", async () => {

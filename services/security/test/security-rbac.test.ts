@@ -253,6 +253,12 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("PUT", `/v1/namespaces/${seg(prod)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h3", port: 80 } })).status).toBe(403);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
       expect(await keepalive(alice)).toBe("kept@http#k1#80");
+      // the audit log has each keepalive's outcome as its first message decided it: refused (403), then kept (200)
+      const keepalives = async () =>
+        ((await p.rest("GET", `/v1/audit-log?query=${seg("RegistryService/Keepalive")}&limit=100`, { token: root })).body.list as { operator: string; status: number }[])
+          .filter((e) => e.operator === "alice")
+          .map((e) => e.status);
+      await expect.poll(keepalives, { timeout: 5000 }).toEqual([200, 403]);
     });
 
     it("lock refuses a login even with the right password until unlock; root cannot be locked or removed", async () => {
@@ -318,6 +324,29 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       const [known, absent] = [median(knownTs), median(absentTs)];
       expect(absent / known).toBeGreaterThan(0.4);
       expect(absent / known).toBeLessThan(2.5);
+    });
+
+    it("attempts sent at once cannot pass the lock, and a password change's old password counts toward it", async () => {
+      await addUser("fay", "fay-pass-word");
+      const attempt = (password: string) => p.rest("POST", "/v1/authenticate/fay/login", { body: { password } });
+      // 31 wrong passwords and the right one, all at once: at most 10 are checked, so the right one (last) is refused
+      const answers = await Promise.all([...Array.from({ length: 31 }, (_, i) => attempt(`wrong-${i}`)), attempt("fay-pass-word")]);
+      expect(answers.map((a) => a.status)).toEqual(Array(32).fill(401));
+      expect((await attempt("fay-pass-word")).status).toBe(401); // locked
+      const fay = (await p.rest("GET", "/v1/users", { token: root })).body.find((u: { username: string }) => u.username === "fay");
+      expect(fay).toMatchObject({ locked: true });
+
+      // a stolen access token is no way around the lock: the old password of a password change is an attempt too
+      await addUser("gil", "gil-pass-word");
+      const token = (await p.login("gil", "gil-pass-word")).accessToken;
+      for (let i = 0; i < 10; i++) {
+        const res = await p.rest("PATCH", "/v1/users/gil/password", { token, body: { oldPassword: `guess-${i}`, newPassword: "new-pass-word" } });
+        expect(res.status).toBe(403);
+      }
+      const right = await p.rest("PATCH", "/v1/users/gil/password", { token, body: { oldPassword: "gil-pass-word", newPassword: "new-pass-word" } });
+      // locked: its sessions end too (the token is refused), and so does its login with the right password
+      expect([right.status, right.body.message]).toEqual([401, 'user "gil" is locked: ask an administrator to unlock it']);
+      expect((await p.rest("POST", "/v1/authenticate/gil/login", { body: { password: "gil-pass-word" } })).status).toBe(401);
     });
 
     it("deleted and locked users cannot refresh; a role change takes effect on refresh", async () => {

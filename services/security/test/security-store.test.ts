@@ -44,13 +44,19 @@ for (const target of targets) {
       expect(await store.getUser("ann")).toBeUndefined();
     });
 
-    it("failed logins count atomically and lock at the maximum, then start again", async () => {
+    it("password attempts are charged atomically: at most the maximum pass, the next one locks, a lock charges nothing", async () => {
       await store.addUser(user("bo"));
-      await Promise.all(Array.from({ length: 3 }, () => store.recordFailure("bo", 3, 12345)));
+      const charged = await Promise.all(Array.from({ length: 5 }, () => store.chargeAttempt("bo", 3, 12345, 100)));
+      expect(charged.filter((c) => typeof c === "number").sort()).toEqual([1, 2, 3]);
+      expect(charged.filter((c) => c === "locked")).toHaveLength(2);
       expect(await store.getUser("bo")).toMatchObject({ failures: 0, lockedUntil: 12345 });
-      await store.recordFailure("bo", 3, 99);
-      expect(await store.getUser("bo")).toMatchObject({ failures: 1, lockedUntil: 12345 });
-      await store.recordFailure("ghost", 3, 1); // unknown users leave no trace
+      expect(await store.chargeAttempt("bo", 3, 99999, 12344)).toBe("locked"); // still locked at 12344: nothing counted
+      expect(await store.getUser("bo")).toMatchObject({ failures: 0, lockedUntil: 12345 });
+      expect(await store.chargeAttempt("bo", 3, 99999, 12345)).toBe(1); // the lock is over at 12345
+      expect(await replica.getUser("bo")).toMatchObject({ failures: 1, lockedUntil: 12345 });
+      await store.updateUser("bo", { locked: true });
+      expect(await store.chargeAttempt("bo", 3, 99999, 20000)).toBe("locked"); // locked by an administrator
+      expect(await store.chargeAttempt("ghost", 3, 1, 0)).toBe("no-user"); // unknown users leave no trace
       expect(await store.getUser("ghost")).toBeUndefined();
     });
 

@@ -79,15 +79,18 @@ export function createMemorySecurityStore(): SecurityStore {
       announce({ kind: "user", name: username });
       return true;
     },
-    async recordFailure(username, maxFailures, lockUntil) {
+    async chargeAttempt(username, maxFailures, lockUntil, now) {
       const u = users.get(username);
-      if (!u) return;
+      if (!u) return "no-user";
+      if (u.locked || u.lockedUntil > now) return "locked";
       u.failures++;
-      if (u.failures >= maxFailures) {
+      const locks = u.failures > maxFailures;
+      if (locks) {
         u.failures = 0;
         u.lockedUntil = lockUntil;
       }
       announce({ kind: "user", name: username });
+      return locks ? "locked" : u.failures;
     },
     async getRole(name) {
       const r = roles.get(name);

@@ -92,16 +92,24 @@ publish('user', ARGV[2])
 return 1`,
 );
 
-/** KEYS users, user; ARGV channel, name, maxFailures, lockUntil. */
-export const RECORD_FAILURE = defineScript(
-  "sec_record_failure",
+/**
+ * KEYS users, user; ARGV channel, name, maxFailures, lockUntil, now. The attempt's number (1 … maxFailures), -1 locked
+ * (already, or by this attempt: one more than maxFailures), 0 no such user. See SecurityStore.chargeAttempt.
+ */
+export const CHARGE_ATTEMPT = defineScript(
+  "sec_charge_attempt",
   2,
   `${PUBLISH}
 if redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 0 then return 0 end
+local state = redis.call('HMGET', KEYS[2], 'locked', 'lockedUntil')
+if state[1] == '1' or (tonumber(state[2]) or 0) > tonumber(ARGV[5]) then return -1 end
 local n = redis.call('HINCRBY', KEYS[2], 'failures', 1)
-if n >= tonumber(ARGV[3]) then redis.call('HSET', KEYS[2], 'failures', 0, 'lockedUntil', ARGV[4]) end
+if n > tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[2], 'failures', 0, 'lockedUntil', ARGV[4])
+  n = -1
+end
 publish('user', ARGV[2])
-return 1`,
+return n`,
 );
 
 /** KEYS roles, removing; ARGV channel, name, JSON. -1 (nothing written): the name's removal has not finished. */

@@ -1,5 +1,5 @@
 import { durableWriterOf, followChanges, prepareScripts, quitQuietly, redisCaller, redisWriteCaller, runDurableScript, runScript, writeDurably, type FailedWrite, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, RECORD_FAILURE, REMOVE_ROLE, REMOVE_USER, ROLE_REMOVED, ROLE_UNBIND_PART, securityKeys, SET_ROLE, UNBIND_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
+import { ADD_USER, APPEND_AUDIT, BIND_ROLES, CHARGE_ATTEMPT, CLOSE_AUDIT, JWT_KEY, READ_AUDIT_PAGE, SWEEP_AUDIT, parseSecurityEvent, REMOVE_ROLE, REMOVE_USER, ROLE_REMOVED, ROLE_UNBIND_PART, securityKeys, SET_ROLE, UNBIND_ROLE, UPDATE_USER } from "./redis-security-scripts.js";
 import { OPEN_MARKER, type AuditRecord, type RoleRecord, type SecurityChange, type SecurityStore, type UserPatch, type UserRecord } from "./security-store.js";
 
 export interface RedisSecurityStoreOptions {
@@ -62,7 +62,7 @@ const newestFirst = (entries: Iterable<AuditRecord>) => [...entries].sort((a, b)
 /** The security store on Redis (standalone or Cluster), every key in the system namespace's slot. */
 export async function createRedisSecurityStore(client: RedisClient, options: RedisSecurityStoreOptions): Promise<SecurityStore> {
   const keys = securityKeys(options.namespace);
-  prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, RECORD_FAILURE, SET_ROLE, REMOVE_ROLE, UNBIND_ROLE, ROLE_REMOVED, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
+  prepareScripts(client, ADD_USER, UPDATE_USER, BIND_ROLES, REMOVE_USER, CHARGE_ATTEMPT, SET_ROLE, REMOVE_ROLE, UNBIND_ROLE, ROLE_REMOVED, APPEND_AUDIT, CLOSE_AUDIT, SWEEP_AUDIT, READ_AUDIT_PAGE, JWT_KEY);
   const call = redisCaller(client);
   const listeners = new Set<(change: SecurityChange) => void>();
   const tell = (change: SecurityChange) => {
@@ -135,9 +135,11 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
       );
       return told({ kind: "user", name: username }, removed === 1);
     },
-    async recordFailure(username, maxFailures, lockUntil) {
-      await call(() => runDurableScript(client, RECORD_FAILURE, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil]));
+    async chargeAttempt(username, maxFailures, lockUntil, now) {
+      const n = await call(() => runDurableScript(client, CHARGE_ATTEMPT, [keys.users, keys.user(username)], [keys.channel, username, maxFailures, lockUntil, now]));
+      if (n === 0) return "no-user";
       told({ kind: "user", name: username }, true);
+      return n === -1 ? "locked" : Number(n);
     },
     async getRole(name) {
       const json = await call(() => client.hget(keys.roles, name));

@@ -91,8 +91,14 @@ export interface SecurityStore {
    * was being bound is never left bound (a role created later under its name would grant it again).
    */
   bindRoles(username: string, roles: string[], mustExist: string[]): Promise<BindResult>;
-  /** One more failed login, atomically; at `maxFailures` the user is locked until `lockUntil` and the count restarts. */
-  recordFailure(username: string, maxFailures: number, lockUntil: number): Promise<void>;
+  /**
+   * Charges one password attempt to the user before the password is checked, atomically: the attempt's number since
+   * the last success or lock (1 … `maxFailures`), or "locked" (nothing counted) when the user is locked at `now` —
+   * or becomes so because this attempt is one more than `maxFailures` (then locked until `lockUntil`, the count
+   * restarting). Charged before the check, so that parallel attempts cannot all pass a lock that the first failures
+   * would set: at most `maxFailures` passwords are tried per lock. "no-user": no such user (nothing written).
+   */
+  chargeAttempt(username: string, maxFailures: number, lockUntil: number, now: number): Promise<number | "locked" | "no-user">;
   getRole(name: string): Promise<RoleRecord | undefined>;
   listRoles(): Promise<RoleRecord[]>;
   /**
