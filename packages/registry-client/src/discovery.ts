@@ -103,6 +103,23 @@ export class ServiceCache {
     this.deps.emit({ type: "instances", serviceId: this.serviceId, instances: this.snapshot });
   }
 
+  /**
+   * An instance the cache still holds past its ttl by more than this (ms) means the watch has stalled: a live
+   * registry renews what it keeps (its renewals reach the watch before the ttl the watch knows runs out) and reports an
+   * expiry within moments of it. The margin covers that moment and the clocks of this host and the registry's.
+   */
+  static readonly STALL_MARGIN_MS = 5_000;
+
+  /**
+   * When the watch must have said something about the cached instance whose ttl runs out first: undefined when the
+   * cache holds no ephemeral instance (a watch of fixed instances may stay silent for ever).
+   */
+  private newsDueAt(): number | undefined {
+    let due: number | undefined;
+    for (const i of this.snapshot) if (i.ttlAt && (due === undefined || i.ttlAt.getTime() < due)) due = i.ttlAt.getTime();
+    return due === undefined ? undefined : due + ServiceCache.STALL_MARGIN_MS;
+  }
+
   private async run(loaded: () => void, firstFailed: (e: unknown) => void): Promise<void> {
     const { client, namespace, signal, firstAnswerMs } = this.deps;
     let failures = 0;
@@ -112,9 +129,30 @@ export class ServiceCache {
       // stalled proxy) must fail the callers waiting on instances(), not hold them for ever.
       const first = this.loaded ? undefined : new AbortController();
       const timer = first && setTimeout(() => first.abort(), firstAnswerMs);
+      // A stream that has gone quiet while an instance it should have renewed or expired is past its ttl (a frozen
+      // registry, a half-open connection) is given up and opened again; the cache keeps serving its last state
+      // meanwhile (a registry outage must not take discovery down) and `watch-failed` says so.
+      const stall = new AbortController();
+      let stallTimer: NodeJS.Timeout | undefined;
+      let stalledOn: ServiceInstance | undefined;
+      const watchForStall = (notBefore: number) => {
+        clearTimeout(stallTimer);
+        const due = this.newsDueAt();
+        if (due === undefined) return;
+        stallTimer = setTimeout(() => {
+          stalledOn = this.snapshot.find((i) => i.ttlAt && i.ttlAt.getTime() + ServiceCache.STALL_MARGIN_MS <= Date.now());
+          if (stalledOn) stall.abort();
+          else watchForStall(0); // news came (or the timer fired early): watch again
+        }, Math.max(due, notBefore) - Date.now());
+        stallTimer.unref();
+      };
+      // a new stream gets a margin of its own to deliver its first message before its cache counts as stale
+      if (this.loaded) watchForStall(Date.now() + ServiceCache.STALL_MARGIN_MS);
       try {
-        for await (const m of client.watchInstances({ namespace, serviceId: this.serviceId }, { signal: first ? AbortSignal.any([signal, first.signal]) : signal })) {
+        const signals = [signal, stall.signal, ...(first ? [first.signal] : [])];
+        for await (const m of client.watchInstances({ namespace, serviceId: this.serviceId }, { signal: AbortSignal.any(signals) })) {
           this.apply(m);
+          watchForStall(0);
           failures = 0;
           if (!this.loaded) {
             this.loaded = true;
@@ -130,14 +168,22 @@ export class ServiceCache {
           return firstFailed(new ConnectError(`the registry did not answer the watch of ${this.serviceId} within ${firstAnswerMs} ms (callTimeoutMs)`, Code.DeadlineExceeded));
         }
         if (!this.loaded) return firstFailed(e);
-        error = ConnectError.from(e);
+        error = stalledOn
+          ? new ConnectError(
+              `the watch stalled: no news of instance ${stalledOn.instanceId}, over ${ServiceCache.STALL_MARGIN_MS / 1000} s past its ttl (${stalledOn.ttlAt!.toISOString()}); reopening it, the cache keeps its last state until then`,
+              Code.DeadlineExceeded,
+            )
+          : ConnectError.from(e);
       } finally {
         clearTimeout(timer);
+        clearTimeout(stallTimer);
       }
       if (!this.loaded) return firstFailed(error);
       const retryInMs = backoffMs(failures++, this.deps.retry);
       this.deps.emit({ type: "watch-failed", serviceId: this.serviceId, error, retryInMs });
       await pause(retryInMs, signal);
     }
+    // closed before the first stream was opened (close() in the same turn as the first call): its callers are told so
+    if (!this.loaded) firstFailed(new ClientClosedError());
   }
 }

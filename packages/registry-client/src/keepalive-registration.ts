@@ -63,7 +63,7 @@ async function registered(stream: KeepaliveStream, timeoutMs: number): Promise<s
  */
 export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps, options: RegisterOptions): Promise<Registration> {
   const { keepaliveClient, callTimeoutMs, emit } = deps;
-  const { request } = registerRequestOf(deps, options);
+  const { request, ttlMs } = registerRequestOf(deps, options);
   const { serviceId } = request;
   let stream = openStream(keepaliveClient, request);
   const instanceId = await registered(stream, callTimeoutMs);
@@ -72,10 +72,27 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
   let state: RegistrationState = "registered";
   const stop = new AbortController();
 
+  // The registry renews every third of the ttl and reports each renewal on the stream. It keeps the stream open while
+  // its store is unreachable (retrying at each tick), so a silence of two of its intervals means renewals are failing:
+  // the state says so, as in renewal mode, until a renewal is reported again.
+  const overdueMs = 2 * Math.max(100, Math.floor(ttlMs / 3));
   /** Reads the stream's renewals until it ends; undefined when it ended because close() asked it to. */
   const follow = async (s: KeepaliveStream): Promise<ConnectError | undefined> => {
+    let overdue: NodeJS.Timeout | undefined;
+    const expectRenewal = () => {
+      clearTimeout(overdue);
+      overdue = setTimeout(() => {
+        state = "retrying";
+        const error = new ConnectError(`the registry has reported no renewal for ${overdueMs} ms (two of its intervals): its store may be unreachable; it keeps trying while the stream is open`, Code.Unavailable);
+        emit({ type: "renew-failed", instanceId, error, retryInMs: overdueMs / 2 });
+        expectRenewal();
+      }, overdueMs);
+      overdue.unref();
+    };
+    expectRenewal();
     try {
       for (let m = await s.answers.next(); !m.done; m = await s.answers.next()) {
+        expectRenewal();
         state = "registered";
         emit({ type: "renewed", instanceId, ...(m.value.ttlAt ? { ttlAt: timestampDate(m.value.ttlAt) } : {}) });
       }
@@ -83,6 +100,7 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
     } catch (e) {
       return stop.signal.aborted ? undefined : ConnectError.from(e);
     } finally {
+      clearTimeout(overdue);
       s.end();
     }
   };

@@ -26,26 +26,46 @@ export interface Registration {
   close(): Promise<void>;
 }
 
+const INT32_MAX = 2 ** 31 - 1;
+
 /**
- * Registers once (errors reach the caller), then renews in one sequential loop — so renewals never overlap — every
- * `renewEveryMs` (default a third of the TTL, leaving two more chances before expiry). not_found from a renewal means
- * the server no longer has the instance (it expired or was removed): register again at once. Any other failure
- * (unavailable, a timeout …) is retried with backoff until close().
+ * What protobuf cannot carry is refused here, as the server refuses what it can carry but does not take: a port of
+ * 80.5 or a weight of 2^40 would otherwise fail to serialize, reported as the client's own `internal` error, and a
+ * metadata value that is not a string would be sent as its text ("[object Object]") instead of refused.
  */
-/** What RegisterInstance (and the first keepalive message) sends for `options`, and the TTL it asks for. */
-/**
- * The numbers protobuf cannot carry are refused here, as the server refuses what it can carry but does not take: a
- * port of 80.5 would otherwise fail to serialize, reported as the client's own `internal` error.
- */
-function checkWholeNumber(name: string, value: number | undefined): void {
-  if (value !== undefined && !Number.isSafeInteger(value)) throw new ConnectError(`${name} must be a whole number, not ${value}`, Code.InvalidArgument);
+function checkInt32(name: string, value: number | undefined): void {
+  if (value !== undefined && !(Number.isInteger(value) && Math.abs(value) <= INT32_MAX)) {
+    throw new ConnectError(`${name} must be a whole number of at most ${INT32_MAX}, not ${value}`, Code.InvalidArgument);
+  }
 }
 
+function checkMetadata(metadata: Record<string, string> | undefined): void {
+  for (const [key, value] of Object.entries(metadata ?? {})) {
+    if (typeof value !== "string") {
+      throw new ConnectError(`metadata value of ${JSON.stringify(key)} is ${value === null ? "null" : `a ${typeof value}`}: metadata values are strings, so quote it`, Code.InvalidArgument);
+    }
+  }
+}
+
+/**
+ * The renewal interval of a registration: given, or a third of the TTL (two more chances before expiry). One not
+ * shorter than the TTL would let the instance expire between renewals, over and over.
+ */
+export function renewIntervalOf(renewEveryMs: number | undefined, ttlMs: number): number {
+  if (renewEveryMs === undefined) return Math.max(1, Math.floor(ttlMs / 3));
+  if (!(renewEveryMs > 0 && renewEveryMs < ttlMs)) {
+    throw new ConnectError(`renewEveryMs ${renewEveryMs} must be above 0 and below the TTL (${ttlMs} ms), or the instance expires between renewals: leave it out for a third of the TTL`, Code.InvalidArgument);
+  }
+  return renewEveryMs;
+}
+
+/** What RegisterInstance (and the first keepalive message) sends for `options`, and the TTL it asks for. */
 export function registerRequestOf(deps: Pick<RegistrationDeps, "namespace" | "serviceId" | "ttlMs">, options: RegisterOptions) {
   const ttlMs = options.ttlMs ?? deps.ttlMs;
-  checkWholeNumber("port", options.port);
-  checkWholeNumber("weight", options.weight);
-  checkWholeNumber("ttlMs", ttlMs);
+  checkInt32("port", options.port);
+  checkInt32("weight", options.weight);
+  if (!Number.isSafeInteger(ttlMs)) throw new ConnectError(`ttlMs must be a whole number, not ${ttlMs}`, Code.InvalidArgument);
+  checkMetadata(options.metadata);
   const request = {
     namespace: deps.namespace,
     serviceId: options.serviceId ?? deps.serviceId,
@@ -69,11 +89,17 @@ export async function deregister(client: Client<typeof RegistryService>, target:
   }
 }
 
+/**
+ * Registers once (errors reach the caller), then renews in one sequential loop — so renewals never overlap — every
+ * `renewEveryMs` (default a third of the TTL, leaving two more chances before expiry). not_found from a renewal means
+ * the server no longer has the instance (it expired or was removed): register again at once. Any other failure
+ * (unavailable, a timeout …) is retried with backoff until close().
+ */
 export async function startRegistration(deps: RegistrationDeps, options: RegisterOptions): Promise<Registration> {
   const { client, namespace, callTimeoutMs, emit } = deps;
   const { request, ttlMs } = registerRequestOf(deps, options);
   const { serviceId } = request;
-  const renewEveryMs = deps.renewEveryMs ?? Math.max(1, Math.floor(ttlMs / 3));
+  const renewEveryMs = renewIntervalOf(deps.renewEveryMs, ttlMs);
   const { instanceId } = await client.registerInstance(request, { timeoutMs: callTimeoutMs });
   emit({ type: "registered", instanceId });
 

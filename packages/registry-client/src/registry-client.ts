@@ -1,4 +1,4 @@
-import { createClient, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import type { RetryOptions } from "./backoff.js";
@@ -62,6 +62,19 @@ export interface RegistryClient {
   close(): Promise<void>;
 }
 
+/**
+ * A keepalive stream sent to a port that does not speak HTTP/2 (the REST port, HTTP/1.1) fails with Node's bare
+ * "Protocol error" (`internal`): said so, with the fix. Other errors pass as they are.
+ */
+function keepaliveRefusal(e: unknown, keepalive: NonNullable<RegistryClientOptions["keepalive"]>): unknown {
+  if (!(e instanceof ConnectError) || e.code !== Code.Internal || !/protocol error/i.test(e.rawMessage)) return e;
+  const where = "baseUrl" in keepalive ? keepalive.baseUrl : "the keepalive transport's address";
+  return new ConnectError(
+    `the keepalive stream needs HTTP/2, and ${where} did not answer in HTTP/2 (${e.rawMessage}): give the registry's gRPC port (h2c, e.g. http://localhost:9090) as keepalive.baseUrl, not the REST port`,
+    Code.FailedPrecondition,
+  );
+}
+
 export function createRegistryClient(options: RegistryClientOptions): RegistryClient {
   if (!options.transport && !options.baseUrl) throw new TypeError("createRegistryClient needs a transport or a baseUrl");
   const namespace = toNamespace(options.namespace);
@@ -97,9 +110,12 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   };
 
   const keepalive = options.keepalive;
-  // The HTTP/2 connection this client opens for its keepalive streams is its own to close (close() does); one passed
-  // in as a transport belongs to the caller.
-  const sessions = keepalive && !("transport" in keepalive) ? new Http2SessionManager(keepalive.baseUrl) : undefined;
+  // The HTTP/2 connection this client opens for its keepalive streams closes itself once idle for a second: after
+  // close() has ended the streams, and between a broken stream and its reopening. Not aborted by close():
+  // connect-node's Http2SessionManager.abort() (2.1, 2.2), called while a session that has just failed still has its
+  // error to emit (a keepalive sent to an HTTP/1.1 port, then close()), leaves that error with no listener — an
+  // uncaught 'error' event that ended the process. An idle session does not keep the process alive.
+  const sessions = keepalive && !("transport" in keepalive) ? new Http2SessionManager(keepalive.baseUrl, { idleConnectionTimeoutMs: 1000 }) : undefined;
   const keepaliveDeps = keepalive && {
     ...regDeps,
     keepaliveClient: createClient(
@@ -126,7 +142,9 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
     namespace,
     async register(opts) {
       if (closing.signal.aborted) throw new ClientClosedError();
-      const registration = keepaliveDeps ? await startKeepaliveRegistration(keepaliveDeps, opts) : await startRegistration(regDeps, opts);
+      const registration = keepaliveDeps ? await startKeepaliveRegistration(keepaliveDeps, opts).catch((e: unknown) => {
+        throw keepaliveRefusal(e, keepalive!);
+      }) : await startRegistration(regDeps, opts);
       if (closing.signal.aborted) {
         // close() ran while the registration was on its way: undo it rather than leave it renewing.
         await registration.close();
@@ -161,7 +179,6 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
         const all = [...registrations];
         registrations.clear();
         const results = await Promise.allSettled(all.map((r) => r.close()));
-        sessions?.abort();
         const failed = results.find((r) => r.status === "rejected");
         if (failed) throw (failed as PromiseRejectedResult).reason;
       })();

@@ -6,6 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { createRegistryClient, type RegistryClient, type RegistryEvent } from "../src/index.js";
 import { countingTransport, spawnRegisteredChild } from "./support.js";
+import { connectRedis } from "@gov/redis";
+import { createRedisRegistryStore } from "@gov/registry-service";
+import { pauseProcesses, redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
 
 /** Every RPC the registry process has handled so far, by method, from its own metrics (what the server saw). */
 async function handledByServer(gateway: RegistryGateway): Promise<Map<string, number>> {
@@ -136,3 +139,40 @@ for (const target of storeTargets()) {
     }, 30_000);
   });
 }
+
+describe.skipIf(!redisServerPath())("registry client keepalive mode while the registry's store does not answer", () => {
+  let redis: RedisServer;
+  let gateway: RegistryGateway;
+  let url: string;
+  let grpcUrl: string;
+  beforeAll(async () => {
+    redis = await startRedis();
+    gateway = await createRegistryGateway(await createRedisRegistryStore(await connectRedis(redis.url), { kind: "redis" }));
+    ({ url, grpcUrl } = await gateway.listen());
+  });
+  afterAll(async () => {
+    await gateway?.close();
+    await redis?.stop();
+  });
+
+  it('its state is "retrying" while the registry reports no renewal (it keeps the stream open), then "registered" again', async () => {
+    const events: RegistryEvent[] = [];
+    const c = createRegistryClient({ baseUrl: url, namespace: ns("ka-outage-"), serviceId: "order", ttlMs: 1500, keepalive: { baseUrl: grpcUrl } });
+    c.on((e) => events.push(e));
+    try {
+      const registration = await c.register({ schema: "http", host: "10.0.0.1", port: 8080 });
+      expect(registration.state).toBe("registered");
+      const resume = pauseProcesses([redis.pid!]);
+      try {
+        await vi.waitFor(() => expect(registration.state).toBe("retrying"), { timeout: 5_000, interval: 20 });
+        const failed = events.find((e) => e.type === "renew-failed");
+        expect(failed && "error" in failed && failed.error.message).toMatch(/the registry has reported no renewal for 1000 ms \(two of its intervals\)/);
+      } finally {
+        resume();
+      }
+      await vi.waitFor(() => expect(registration.state).toBe("registered"), { timeout: 10_000, interval: 20 });
+    } finally {
+      await c.close();
+    }
+  });
+});

@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { chooseWeighted as serverChooseWeighted } from "@gov/registry-service";
@@ -39,8 +39,22 @@ for (const target of storeTargets()) {
     const children: ChildProcess[] = [];
 
     /** A client whose calls are counted (on the real transport) and whose events are recorded. */
-    const client = (options: { serviceId: string; namespace: string; ttlMs?: number; renewEveryMs?: number }) => {
-      const counted = countingTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
+    const client = (options: { serviceId: string; namespace: string; ttlMs?: number; renewEveryMs?: number; firstRenewalLateMs?: number }) => {
+      const real = createConnectTransport({ baseUrl: url, httpVersion: "1.1" });
+      let late = options.firstRenewalLateMs;
+      // the first renewal held back on its way (a slow network), so that it can reach the server after the ttl
+      const delayed: Transport = {
+        unary: async (method, ...rest) => {
+          if (method.name === "RenewInstance" && late !== undefined) {
+            const ms = late;
+            late = undefined;
+            await new Promise((r) => setTimeout(r, ms));
+          }
+          return real.unary(method, ...rest);
+        },
+        stream: (...args) => real.stream(...args),
+      };
+      const counted = countingTransport(delayed);
       const c = createRegistryClient({ transport: counted.transport, ...options });
       const events: RegistryEvent[] = [];
       c.on((e) => events.push(e));
@@ -116,8 +130,8 @@ for (const target of storeTargets()) {
 
     it("registers again at once when a renewal finds the instance expired", async () => {
       const namespace = ns("exp-");
-      // Renewing later than the TTL lets the server expire it between renewals.
-      const a = client({ serviceId: "order", namespace, ttlMs: 1000, renewEveryMs: 1500 });
+      // A renewal that arrives after the TTL finds the instance expired.
+      const a = client({ serviceId: "order", namespace, ttlMs: 1000, firstRenewalLateMs: 1500 });
       const { instanceId } = await a.c.register({ schema: "http", host: "10.0.0.2", port: 80 });
       await vi.waitFor(() => expect(a.count("re-registered")).toBeGreaterThanOrEqual(1), { timeout: 5000, interval: 20 });
       const failed = a.events.find((e) => e.type === "renew-failed");

@@ -180,6 +180,7 @@ for (const target of storeTargets()) {
         [{ schema: "http", host: "a#b", port: 1 }, /host .*"#"/],
         [{ schema: "ht tp", host: "h", port: 1 }, /URI scheme/],
         [{ schema: "http", host: "h", port: 1, ttl: "0.5s" }, /ttl .*out of range/],
+        [{ schema: "http", host: "h", port: 1, ttl: "999999999999s" }, /too long for a duration, which holds at most 315576000000s/],
         [{ schema: "http", host: "h", port: 1, ttl: "10s", isEphemeral: false }, /fixed instance .*never expires/],
         ["not json", /not valid JSON/],
         [[1, 2], /RegisterInstanceRequest/],
