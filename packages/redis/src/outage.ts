@@ -36,18 +36,25 @@ export function redisCaller(client: RedisClient): RedisCall {
   };
 }
 
-/** The last connection error the client reported, until it is ready again. */
+/**
+ * The last connection error the client reported, while it is recent: until the client is ready again, and at most
+ * CAUSE_KEPT_MS. A Cluster client is "ready" once, not after each node comes back, so without the age limit an outage
+ * minutes later was blamed on a node that had long been back (operators were sent to the wrong node).
+ */
 function trackConnectionCause(client: RedisClient): () => string | undefined {
-  let last: string | undefined;
+  let last: { message: string; at: number } | undefined;
   const note = (err: Error) => {
     const inner = (err as { lastNodeError?: Error }).lastNodeError ?? err;
-    if (isConnectionError(inner)) last = inner.message;
+    if (isConnectionError(inner)) last = { message: inner.message, at: Date.now() };
   };
   client.on("error", note);
   client.on("node error", note);
   client.on("ready", () => (last = undefined));
-  return () => last;
+  return () => (last && Date.now() - last.at <= CAUSE_KEPT_MS ? last.message : undefined);
 }
+
+/** How long a connection error is quoted as the cause of the failures after it (ioredis reports one per reconnect). */
+const CAUSE_KEPT_MS = 10_000;
 
 /** ioredis' wording for "the connection is down" means little to an operator. */
 const plainCause = (err: Error) =>
@@ -56,20 +63,41 @@ const plainCause = (err: Error) =>
 const addressOf = (client: RedisClient) =>
   client instanceof Cluster ? "the Redis Cluster" : `${client.options.host ?? "localhost"}:${client.options.port ?? 6379}`;
 
+/** `command`'s answer, or a rejection saying there was none within `timeoutMs`. */
+async function within<T>(command: Promise<T>, what: string, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([command, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer to ${what} within ${timeoutMs} ms`)), timeoutMs)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
- * Why Redis cannot serve right now, or undefined when it answers a PING within `timeoutMs`: for readiness probes,
- * which must see a stopped server (client reconnecting) and a silent one (PING times out) alike.
+ * Why Redis cannot serve right now, or undefined when it answers within `timeoutMs`: for readiness probes, which must
+ * see a stopped server (client reconnecting) and a silent one (PING times out) alike. A Cluster serves only when every
+ * master answers and the cluster says it covers every slot: a PING to one node (any node answers PONG, also in
+ * CLUSTERDOWN) let a process whose data sat on a frozen shard read ready four probes in five.
  */
 export async function redisDownReason(client: RedisClient, timeoutMs = 1000): Promise<string | undefined> {
   if (client.status !== "ready") return `not connected (${client.status})`;
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([client.ping(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer to PING within ${timeoutMs} ms`)), timeoutMs)))]);
-    return undefined;
+    if (!(client instanceof Cluster)) {
+      await within(client.ping(), "PING", timeoutMs);
+      return undefined;
+    }
+    const masters = client.nodes("master");
+    if (masters.length === 0) return "no master node known";
+    const silent = await Promise.all(
+      masters.map((node) => within(node.ping(), "PING", timeoutMs).then(() => undefined, (err: Error) => `${node.options.host}:${node.options.port}: ${err.message}`)),
+    );
+    const down = silent.filter((reason) => reason !== undefined);
+    if (down.length > 0) return `master ${down.join("; master ")}`;
+    const info = String(await within(masters[0].call("CLUSTER", "INFO"), "CLUSTER INFO", timeoutMs));
+    const state = /cluster_state:(\w+)/.exec(info)?.[1];
+    return state === "ok" ? undefined : `the cluster is down (cluster_state:${state ?? "unknown"}: some hash slots have no master that answers)`;
   } catch (err) {
     return (err as Error).message;
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -1,4 +1,4 @@
-import { startRedis, type RedisServer } from "@gov/testkit";
+import { pauseProcesses, resumeProcesses, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Cluster } from "ioredis";
 import { callScript, connectRedis, createSubscriberHub, defineScript, prepareScripts, followChanges, parseRedisUrl, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
@@ -172,5 +172,35 @@ describe.skipIf(inject("redisSkipReason"))("a script first run while the client'
       process.off("uncaughtException", onUncaught);
       await quitQuietly(client);
     }
+  });
+});
+
+/**
+ * Readiness on a Cluster: one PING to one node (any node answers, also in CLUSTERDOWN) read ready while the shard that
+ * held a process's data was frozen. Every master must answer, and the cluster must say it covers every slot.
+ */
+describe.skipIf(inject("redisSkipReason"))("readiness of a Redis Cluster", () => {
+  let cluster: RedisClusterServers;
+  let client: RedisClient;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3);
+    client = await connectRedis(cluster.url);
+  });
+  afterAll(async () => {
+    resumeProcesses(cluster?.pids ?? []);
+    if (client) await quitQuietly(client);
+    await cluster?.stop();
+  });
+
+  it("is down while one master does not answer, naming it; up again after", async () => {
+    expect(await redisDownReason(client)).toBeUndefined();
+    const frozen = cluster.masters[1];
+    const resume = pauseProcesses([frozen.pid]);
+    try {
+      expect(await redisDownReason(client, 500)).toBe(`master 127.0.0.1:${frozen.port}: no answer to PING within 500 ms`);
+    } finally {
+      resume();
+    }
+    await expect.poll(() => redisDownReason(client), { timeout: 15_000, interval: 200 }).toBeUndefined();
   });
 });

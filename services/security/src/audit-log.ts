@@ -309,6 +309,15 @@ export function createAuditWriter(
       await opened.flushed();
       await outcomes.flushed();
     },
+    /**
+     * Resolves once every outcome recorded so far is in the store (true), or after `ms` (false): a query waits for the
+     * entries recorded before it, but not for the whole of an outage of the store that holds them.
+     */
+    flushedWithin(ms: number): Promise<boolean> {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+      return Promise.race([this.flushed().then(() => true), late]).finally(() => clearTimeout(timer));
+    },
     /** Runs one sweep of entries without an outcome now (tests). */
     sweep,
     async close(): Promise<void> {

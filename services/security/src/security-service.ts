@@ -36,6 +36,13 @@ function checkNewName(value: string, what: string): void {
   if (/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(value)) throw invalid(`${what} contains a bidirectional control character, which would let it show as another name: remove it`);
 }
 
+/**
+ * How long a query of the audit log waits for the entries recorded before it to reach the store. Longer only while that
+ * store refuses them: the query then reads what the store has (an outage of it answers 503 at once) rather than hold
+ * its caller for the whole outage (it hung until a gateway's deadline, 504).
+ */
+const QUERY_FLUSH_WAIT_MS = 1000;
+
 const DEFAULT_LIMIT = 20;
 const MAX_LIMIT = 1000;
 const ROWS_PER_CHUNK = 500;
@@ -57,7 +64,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
    */
   const filtered = async function* (req: { query: string; from: string; to: string; successful?: boolean }) {
     const match = auditMatcher(req);
-    await audit.flushed(); // what was recorded before this query is in it
+    await audit.flushedWithin(QUERY_FLUSH_WAIT_MS); // what was recorded before this query is in it (see there)
     for await (const part of store.scanAudit(Date.now() - OPEN_SHOWN_AFTER_MS)) {
       yield part.filter(match);
       await new Promise((resolve) => setImmediate(resolve));
@@ -184,7 +191,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       let page: AuditRecord[];
       let total: number;
       if (req.query === "" && req.from === "" && req.to === "" && req.successful === undefined) {
-        await audit.flushed();
+        await audit.flushedWithin(QUERY_FLUSH_WAIT_MS);
         ({ entries: page, total } = await store.readAuditPage(req.offset, limit, Date.now() - OPEN_SHOWN_AFTER_MS)); // no filter: read just the page
       } else {
         page = [];

@@ -113,6 +113,20 @@ describe.skipIf(inject("redisSkipReason"))("the audit log fails closed when its 
     }
   });
 
+  it("(b3) a query of the log meanwhile answers 503 in a few seconds: it does not wait for the entries kept to be written", async () => {
+    const resume = pauseProcesses([auditRedis.pid!]);
+    try {
+      for (const q of ["?limit=5", "?limit=5&query=b.yaml"]) {
+        const started = performance.now();
+        const res = await p.rest("GET", `/v1/audit-log${q}`, { token });
+        expect([q, res.status, res.body.code]).toEqual([q, 503, "unavailable"]);
+        expect(performance.now() - started).toBeLessThan(5_000);
+      }
+    } finally {
+      resume();
+    }
+  });
+
   it("(c) with the store back, the next audited call succeeds and clears the failing state; the entries kept meanwhile reach the log", async () => {
     const res = await p.rest("PUT", config("c.yaml"), { token, body: "c: 1" });
     expect([res.status, res.body]).toEqual([200, true]);
