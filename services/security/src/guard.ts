@@ -516,8 +516,9 @@ function recordOutcome(
     // A call refused before it was opened (401, 403 by authorization, or an outage it met there) acknowledges nothing:
     // it keeps its answer after the wait, as it always did. Everything else whose entry is not stored fails closed —
     // an opened call whose open was refused, and a stream (never opened: its first message, which names the resource,
-    // comes later; its handler has not run yet).
-    if (ok || (failed && call.opened === undefined)) return undefined;
+    // comes later; its handler has not run yet). A write whose outcome is unknown (504: a store reply lost) keeps its
+    // answer too: "unavailable, which failed anyway" would tell its caller it failed, and it may have been applied.
+    if (ok || (failed && (call.opened === undefined || (failed.code === Code.DeadlineExceeded && !rule.read)))) return undefined;
     const answer = notRecorded(writer, req, rule, failed);
     entry.status = restStatusOf(answer);
     entry.msg = cap(answer.rawMessage, 1024);

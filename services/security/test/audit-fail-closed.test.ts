@@ -162,3 +162,34 @@ describe.skipIf(inject("redisSkipReason"))("the audit log fails closed when its 
     expect((await put).status).toBe(200);
   });
 });
+
+describe.skipIf(inject("redisSkipReason"))("a write whose outcome is unknown while the audit log cannot be written either", () => {
+  let redis: RedisServer;
+  let p: SecureProcess;
+  beforeAll(async () => {
+    redis = await startRedis();
+    const system = systemNs();
+    const securityStore = await createRedisSecurityStore(await connectRedis(redis.url, { commandTimeoutMs: COMMAND_TIMEOUT_MS }), { namespace: system });
+    // the config store on the same Redis (its command timeout 3 s): both stop answering at once
+    p = await startSecure({ name: "redis", url: redis.url }, { GOV_NAMESPACE_SYSTEM: system }, { securityStore });
+  });
+  afterAll(async () => {
+    if (redis?.pid) resumeProcesses([redis.pid]);
+    await p?.close();
+    await redis?.stop();
+  });
+
+  it("keeps its 504 (it may have been applied), not a 503 that says it failed anyway", async () => {
+    const token = (await p.login("root", ROOT_PASSWORD)).accessToken;
+    const path = `/v1/namespaces/${seg(ns("unknown"))}/configs/u.yaml`;
+    expect((await p.rest("PUT", path, { token, body: "u: 0" })).status).toBe(200); // the principal is cached
+    const resume = pauseProcesses([redis.pid!]);
+    try {
+      const res = await p.rest("PUT", path, { token, body: "u: 1" });
+      expect([res.status, res.body.code]).toEqual([504, "deadline_exceeded"]);
+      expect(res.body.message).not.toMatch(/failed anyway/);
+    } finally {
+      resume();
+    }
+  });
+});
