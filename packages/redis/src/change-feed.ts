@@ -31,6 +31,26 @@ export interface ChangeFeedOptions<C> {
 }
 
 /**
+ * Callbacks waiting for a client's next "ready", behind one listener per client: a process follows a dozen feeds on
+ * one client, and one listener each went past Node's limit of 10 ("MaxListenersExceededWarning: Possible EventEmitter
+ * memory leak") at every reconnect. Returns what cancels the wait.
+ */
+const waitingForReady = new WeakMap<EventEmitter, Set<() => void>>();
+function whenReady(client: EventEmitter, callback: () => void): () => void {
+  let waiting = waitingForReady.get(client);
+  if (!waiting) {
+    const callbacks = new Set<() => void>();
+    waitingForReady.set(client, (waiting = callbacks));
+    client.once("ready", () => {
+      waitingForReady.delete(client);
+      for (const c of callbacks) c();
+    });
+  }
+  waiting.add(callback);
+  return () => waiting.delete(callback);
+}
+
+/**
  * Follows a store's change events on Pub/Sub and tells its followers to resync after every interruption — once the
  * command connection answers again, or their re-read would fail. Pub/Sub does not replay what was missed; a first
  * confirmation that arrives only after creation stopped waiting counts as such an interruption too.
@@ -40,6 +60,7 @@ export async function followChanges<C>(client: RedisClient, options: ChangeFeedO
   const resyncs = new Set<() => void>();
   let everLive = false;
   let announcePending = false;
+  let cancelAnnounce = () => {};
   const announce = () => {
     announcePending = false;
     resyncs.forEach((r) => queueMicrotask(r));
@@ -60,7 +81,7 @@ export async function followChanges<C>(client: RedisClient, options: ChangeFeedO
         else if (!announcePending) {
           // one pending announcement, however many times the subscription comes back before the commands do
           announcePending = true;
-          (client as EventEmitter).once("ready", announce);
+          cancelAnnounce = whenReady(client as EventEmitter, announce);
         }
       }
       everLive = true;
@@ -87,7 +108,7 @@ export async function followChanges<C>(client: RedisClient, options: ChangeFeedO
       subscription.stop();
       listeners.clear();
       resyncs.clear();
-      if (announcePending) (client as EventEmitter).off("ready", announce);
+      if (announcePending) cancelAnnounce();
       if (!options.hub) await hub.close();
     },
   };

@@ -1,6 +1,6 @@
-import { pauseProcesses, resumeProcesses, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
+import { freePort, pauseProcesses, resumeProcesses, startRedis, startRedisCluster, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { Cluster } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { callScript, connectRedis, createSubscriberHub, defineScript, prepareScripts, followChanges, parseRedisUrl, quitQuietly, redisCaller, redisDownReason, runScript, StoreUnavailableError, type RedisClient } from "../src/index.js";
 
 describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-server", () => {
@@ -123,6 +123,33 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
 
     await redis.start();
     await expect.poll(() => redisDownReason(client), { timeout: 10_000 }).toBeUndefined();
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("many change feeds on one client", () => {
+  it("wait for its commands to come back behind one 'ready' listener, not one each (Node warned of a leak past 10)", async () => {
+    const redis = await startRedis();
+    const subscriberSide = await connectRedis(redis.url);
+    const hub = createSubscriberHub(subscriberSide);
+    // the feeds' command client: not connected (a port nothing listens on), so a comeback of the subscription finds it
+    // not ready, and each feed's re-read must wait for it
+    const commands = new Redis(await freePort(), "127.0.0.1", { lazyConnect: false, retryStrategy: () => 200, maxRetriesPerRequest: 0 });
+    commands.on("error", () => {});
+    try {
+      const before = commands.listenerCount("ready");
+      for (let i = 0; i < 15; i++) await followChanges(commands as RedisClient, { hub, pattern: `f${i}:evt`, parse: (_c, m) => m, subscribeTimeoutMs: 2000 });
+      await redis.stop();
+      await redis.start(); // the subscriptions come back; the command client does not
+      await expect.poll(() => commands.listenerCount("ready"), { timeout: 20_000, interval: 50 }).toBeGreaterThan(before);
+      // the other feeds come back within moments (one listener each before); a slow machine only weakens the check
+      await new Promise((r) => setTimeout(r, 500));
+      expect(commands.listenerCount("ready")).toBe(before + 1);
+    } finally {
+      commands.disconnect();
+      await hub.close();
+      await quitQuietly(subscriberSide);
+      await redis.stop();
+    }
   });
 });
 
