@@ -32,6 +32,8 @@ export interface ErrorLimits {
   maxJsonBodySetting?: string;
   maxZipBytes?: number;
   requestTimeoutMs?: number;
+  /** The body's size as its Content-Length declares it, for an over-limit body's answer (none when sent chunked). */
+  declaredBytes?: number;
 }
 
 export { excerpt };
@@ -54,7 +56,12 @@ export function routeBodyLimit(req: FastifyRequest): BodyLimit | undefined {
 function limitsFor(req: FastifyRequest, err: unknown, limits: ErrorLimits): ErrorLimits {
   if ((err as FastifyError).code !== "FST_ERR_CTP_BODY_TOO_LARGE") return limits;
   const route = routeBodyLimit(req);
-  return route ? { ...limits, maxJsonBody: route.bytes, maxJsonBodySetting: route.setting } : limits;
+  const declared = Number(req.headers["content-length"]);
+  return {
+    ...limits,
+    ...(route ? { maxJsonBody: route.bytes, maxJsonBodySetting: route.setting } : {}),
+    ...(Number.isSafeInteger(declared) && declared > 0 ? { declaredBytes: declared } : {}),
+  };
 }
 
 /** Fastify's and @fastify/multipart's own errors, by code: a contract status, a Connect code, a message that helps. */
@@ -62,7 +69,11 @@ function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | u
   const answer = (status: number, code: string, message: string): RestError => ({ status, body: { code, message } });
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return answer(413, "resource_exhausted", `the request body is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (${limits.maxJsonBodySetting ?? JSON_BODY_SETTING}): send a smaller body`);
+      return answer(
+        413,
+        "resource_exhausted",
+        `the request body${limits.declaredBytes ? ` (${limits.declaredBytes} bytes)` : ""} is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (${limits.maxJsonBodySetting ?? JSON_BODY_SETTING}): send a smaller body, or raise the setting`,
+      );
     case "FST_REQ_FILE_TOO_LARGE":
       return answer(413, "resource_exhausted", `the uploaded file is over the limit of ${limits.maxZipBytes ?? 16777216} bytes (gov.limits.zip-upload): send a smaller archive`);
     case "FST_FILES_LIMIT":

@@ -172,7 +172,8 @@ describe("body limits follow what the route's body is (all-in-one process)", () 
       // the gateway's refusals (from the declared length; while inflating), not the service's after the body was read
       const plain = await putConfig(proc, n, content);
       expect([plain.statusCode, plain.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
-      expect(plain.json().message).toMatch(/^the request body is over the limit/);
+      // the size it was sent with (its Content-Length), the limit, the setting that raises it
+      expect(plain.json().message).toBe(`the request body (${Buffer.byteLength(content)} bytes) is over the limit of 4096 bytes (gov.limits.config-content): send a smaller body, or raise the setting`);
       const zipped = await putConfig(proc, n, gzipSync(content), { "content-encoding": "gzip" });
       expect([zipped.statusCode, zipped.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
       expect(zipped.json().message).toMatch(/^the request body inflates to more than the limit/);

@@ -257,6 +257,16 @@ describe("logs", () => {
         }
         await expect.poll(() => requests().length).toBe(1);
         expect(requests()[0]).toMatchObject({ level: 30, req: { method: "GET", url: expect.stringMatching(/^\/v1\/namespaces\/.*\/configs$/) }, res: { statusCode: 200 }, responseTime: expect.any(Number) });
+        // what Node refuses before a request exists (answered 400 here; a request that does not arrive in time, 408)
+        const socket = net.connect(Number(new URL(url).port), "127.0.0.1");
+        const answer = await new Promise<string>((resolve) => {
+          let text = "";
+          socket.on("data", (d) => (text += d)).on("close", () => resolve(text));
+          socket.write("NOT HTTP AT ALL\r\n\r\n");
+        });
+        expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+        await expect.poll(() => requests().length).toBe(2);
+        expect(requests()[1]).toMatchObject({ req: { remoteAddress: expect.any(String) }, res: { statusCode: 400 }, err: { code: expect.stringMatching(/^HPE_/) } });
       } finally {
         await proc.shutdown();
       }

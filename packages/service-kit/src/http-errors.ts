@@ -66,6 +66,9 @@ export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, r
   void reply.status(answer.status).type("application/json").send(answer.body);
 }
 
+/** The status a listener answers a request Node refused before Fastify saw it with (see clientErrorHandler). */
+export const clientErrorStatus = (err: Error & { code?: string }): 400 | 408 => (err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400);
+
 /**
  * Fastify's `clientErrorHandler`, for every HTTP/1.1 listener: what Node refuses before Fastify sees a request (one
  * that did not arrive within the request timeout, a URL and headers over Node's 16 KiB, bytes that are not HTTP), in
@@ -74,10 +77,9 @@ export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, r
 export function clientErrorHandler(requestTimeoutMs: number = REQUEST_TIMEOUT.ms) {
   return (err: Error & { code?: string }, socket: Socket): void => {
     if (err.code === "ECONNRESET" || socket.destroyed) return;
-    let status = 400;
+    const status = clientErrorStatus(err);
     let body: { code: string; message: string };
-    if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
-      status = 408;
+    if (status === 408) {
       body = { code: "deadline_exceeded", message: `the request did not arrive within ${requestTimeoutMs / 1000} s (${REQUEST_TIMEOUT.setting}): send headers and body at once` };
     } else if (err.code === "HPE_HEADER_OVERFLOW") {
       body = { code: "invalid_argument", message: "the URL and headers are over 16 KiB (Node's max-http-header-size): send a shorter URL" };

@@ -13,6 +13,7 @@ import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
 import { corsSettings } from "./cors.js";
 import { errorInterceptor, toConnectError } from "./errors.js";
+import { clientErrorStatus } from "./http-errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -617,6 +618,13 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
     res.once("finish", () =>
       logger.info({ req: { method: req.method, url: req.url, remoteAddress: req.socket?.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: Math.round(performance.now() - started) }, "request completed"),
     );
+  });
+  // What Node refuses before a request exists (one that did not arrive within the request timeout: 408; bytes that are
+  // not HTTP: 400) is answered by clientErrorHandler, straight to the socket: logged here, with what is known of it —
+  // first, while the socket still knows its peer (the handler destroys it).
+  app.server.prependListener("clientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; destroyed: boolean }) => {
+    if (err.code === "ECONNRESET") return;
+    logger.info({ req: { remoteAddress: socket.remoteAddress }, res: { statusCode: clientErrorStatus(err) }, err: { code: err.code } }, "request completed");
   });
 }
 
