@@ -15,6 +15,10 @@ export interface ClusterProcess extends Partial<ProcessPorts> {
   log: string;
   kind?: string;
   port?: number;
+  /** How it was started (what a restart runs again): the command, its arguments, the environment added to ours. */
+  command: string;
+  args: string[];
+  env: Record<string, string>;
 }
 
 export interface StartClusterOptions {
@@ -47,7 +51,9 @@ export function findFreeBasePort(): Promise<number>;
 export function redisCommand(port: number, command: string, timeoutMs?: number): Promise<string>;
 export function waitFor(what: string, check: () => boolean | Promise<boolean>, timeoutMs?: number): Promise<void>;
 export function isOurs(pid: number, marker: string): boolean;
-export function stopPid(pid: number, marker: string, graceMs?: number): Promise<void>;
+export function stopPid(pid: number, marker: string, graceMs?: number): Promise<boolean>;
 export function lastLogLine(logFile: string, msg: string): Record<string, unknown> & { time: number; msg: string } | undefined;
 export function startCluster(options?: StartClusterOptions): Promise<RunningCluster>;
 export function stopCluster(options?: { dir?: string; graceMs?: number; log?: (line: string) => void }): Promise<void>;
+/** Starts a stopped process or Redis node again as first started, recording its new PID; resolves with its record once ready. */
+export function restartRecorded(name: string, options?: { dir?: string }): Promise<ClusterProcess>;

@@ -155,7 +155,7 @@ function redisSpec(dir, port, nodeTimeoutMs) {
       // a replica whose master died may take over however long it was cut off: the test kills masters on purpose
       "--cluster-replica-validity-factor", "0",
     ],
-    env: process.env,
+    env: {},
     log: join(dir, "logs", `redis-${port}.log`),
   };
 }
@@ -164,7 +164,7 @@ function redisSpec(dir, port, nodeTimeoutMs) {
 function spawnLogged(spec, restart) {
   const fd = openSync(spec.log, restart ? "a" : "w");
   try {
-    const child = spawn(spec.command, spec.args, { cwd: root, env: spec.env, detached: true, stdio: ["ignore", fd, fd] });
+    const child = spawn(spec.command, spec.args, { cwd: root, env: { ...process.env, ...spec.env }, detached: true, stdio: ["ignore", fd, fd] });
     child.unref();
     return child.pid;
   } finally {
@@ -217,14 +217,10 @@ export async function startCluster(options = {}) {
   const ports = clusterPorts(basePort);
   const running = []; // {name, pid, marker, ...}: what pids.json records
   const save = () => writeFileSync(pidsFile, `${JSON.stringify(running, null, 2)}\n`);
-  const specs = new Map();
   const launch = (spec, extra = {}) => {
-    const pid = spawnLogged(spec, specs.has(spec.name));
-    specs.set(spec.name, spec);
-    const entry = { name: spec.name, pid, marker: spec.marker, log: spec.log, ...extra };
-    const at = running.findIndex((r) => r.name === spec.name);
-    if (at >= 0) running[at] = entry;
-    else running.push(entry);
+    const pid = spawnLogged(spec, false);
+    const entry = { name: spec.name, pid, marker: spec.marker, log: spec.log, command: spec.command, args: spec.args, env: spec.env, ...extra };
+    running.push(entry);
     save();
     return entry;
   };
@@ -247,8 +243,8 @@ export async function startCluster(options = {}) {
     const serviceUrls = Object.fromEntries(REMOTE_SERVICES.map((s) => [`GOV_${s.toUpperCase()}_SERVICE_URL`, `http://127.0.0.1:${ports.processes[s].port}`]));
     const specOf = (p) => {
       const own = ports.processes[p.name];
+      // what this process gets on top of the environment it is started from (recorded, for a restart by the CLI)
       const env = {
-        ...process.env,
         // built JS, as users run it: not the TypeScript sources a test runner's `--conditions=@gov/source` would pick
         NODE_OPTIONS: (process.env.NODE_OPTIONS ?? "").replace(/--conditions[= ]@gov\/source/g, "").trim(),
         NODE_ENV: process.env.NODE_ENV ?? "production",
@@ -303,23 +299,9 @@ export async function startCluster(options = {}) {
         if (r && isOurs(r.pid, r.marker)) process.kill(r.pid, signal);
       },
       /** Starts a stopped process or Redis node again with its first settings; resolves when it is ready. */
-      async restart(name) {
-        const spec = specs.get(name);
-        if (!spec) throw new Error(`no process named ${name}`);
-        const r = running.find((x) => x.name === name);
-        if (r && alive(r.pid) && isOurs(r.pid, r.marker)) throw new Error(`${name} still runs (pid ${r.pid})`);
-        if (name.startsWith("redis-")) {
-          // Persistence is off: a master back before its replica took over would come back empty and its replica
-          // would copy the emptiness. So it may return only once no node sees it serving slots any more.
-          const other = ports.redis.find((p) => p !== r.port);
-          await waitFor(`a replica to take over the slots of ${name}`, async () => {
-            const line = (await redisCommand(other, "CLUSTER NODES")).split("\n").find((l) => l.includes(`127.0.0.1:${r.port}@`));
-            return !!line && !(line.includes("master") && /\d+-\d+|\s\d+$/.test(line.split(" ").slice(8).join(" ")));
-          }, 60_000);
-          launch(spec, { port: r.port });
-          await waitFor(`${name} to answer`, async () => (await redisCommand(r.port, "PING")).startsWith("+PONG"), 10_000);
-        } else await startProcess(byName(name));
-      },
+      restart: (name) => restartRecorded(name, { dir }).then((entry) => {
+        running[running.findIndex((r) => r.name === name)] = entry;
+      }),
       stop: stopAll,
     };
     return cluster;
@@ -335,6 +317,40 @@ function readPids(pidsFile) {
   } catch {
     return [];
   }
+}
+
+/**
+ * Starts a stopped process or Redis node of the cluster in `dir` again, with the command and settings it was first
+ * started with (pids.json records them), records its new PID (so that stop:cluster stops it too) and resolves with its
+ * record once it is ready. A Redis node comes back only once a replica has taken over its slots: without persistence
+ * it returns empty, and a master returning before that would have its replica copy the emptiness.
+ */
+export async function restartRecorded(name, options = {}) {
+  const dir = resolve(options.dir ?? join(root, ".cluster"));
+  const pidsFile = join(dir, "pids.json");
+  const recorded = readPids(pidsFile);
+  const r = recorded.find((x) => x.name === name);
+  if (!r) throw new Error(`no process named ${name} in ${pidsFile}: one of ${recorded.map((x) => x.name).join(", ") || "(none: is the cluster started?)"}`);
+  if (alive(r.pid) && isOurs(r.pid, r.marker)) throw new Error(`${name} still runs (pid ${r.pid}): stop it first`);
+  if (name.startsWith("redis-")) {
+    const other = recorded.find((x) => x.name.startsWith("redis-") && x.name !== name && alive(x.pid));
+    if (!other) throw new Error(`no other Redis node of the cluster runs: start the cluster again (npm run stop:cluster, then start:cluster)`);
+    await waitFor(`a replica to take over the slots of ${name}`, async () => {
+      const line = (await redisCommand(other.port, "CLUSTER NODES")).split("\n").find((l) => l.includes(`127.0.0.1:${r.port}@`));
+      return !!line && !(line.includes("master") && /\d+-\d+|\s\d+$/.test(line.split(" ").slice(8).join(" ")));
+    }, 60_000);
+  }
+  const entry = { ...r, pid: spawnLogged(r, true) };
+  // the latest pids.json (another restart may have written it meanwhile), with this one's new PID
+  writeFileSync(pidsFile, `${JSON.stringify(readPids(pidsFile).map((x) => (x.name === name ? entry : x)), null, 2)}\n`);
+  if (name.startsWith("redis-")) await waitFor(`${name} to answer`, async () => (await redisCommand(r.port, "PING")).startsWith("+PONG"), 10_000);
+  else {
+    await waitFor(`${name} to be ready (see ${r.log})`, async () => {
+      if (!alive(entry.pid)) throw new Error(`${name} exited: see ${r.log}`);
+      return readyAt(r.managementPort);
+    }, 60_000);
+  }
+  return entry;
 }
 
 /**
@@ -355,11 +371,22 @@ export async function stopCluster(options = {}) {
   await stage((n) => n.startsWith("gateway-"));
   await stage((n) => !n.startsWith("gateway-") && !n.startsWith("redis-"));
   await stage((n) => n.startsWith("redis-"));
-  rmSync(join(dir, "redis"), { recursive: true, force: true });
+  // A process started by hand in place of one of ours (not through `restart`) has a PID nobody recorded: its ports are
+  // still taken. It is named, not hunted down, and the data of Redis nodes that still run is left where they use it.
+  const taken = [];
+  for (const r of recorded) {
+    const ports = [r.port, r.grpcPort, r.managementPort].filter((p) => typeof p === "number");
+    const busy = (await Promise.all(ports.map(async (p) => ((await portFree(p)) ? undefined : p)))).filter(Boolean);
+    if (busy.length) taken.push(`${r.name} (port ${busy.join(", ")})`);
+  }
+  if (!taken.some((t) => t.startsWith("redis-"))) rmSync(join(dir, "redis"), { recursive: true, force: true });
   rmSync(pidsFile, { force: true });
   // what was running, not what was recorded: a process that had died (killed by hand, crashed) is said to be gone
   const gone = recorded.length - stopped;
   say(recorded.length ? `stopped ${stopped} processes${gone ? ` (${gone} of the ${recorded.length} recorded had stopped already)` : ""}; logs are in ${join(dir, "logs")}` : `nothing recorded in ${pidsFile}: nothing to stop`);
+  if (taken.length) {
+    say(`still running, started by hand (not by start:cluster or \`node scripts/cluster.mjs restart\`, so not recorded): ${taken.join(", ")} — stop them yourself (\`ss -ltnp\` names the process on each port)`);
+  }
 }
 
 function describe(cluster) {
@@ -384,8 +411,11 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       process.stdout.write(`\n${describe(cluster)}\n`);
     } else if (command === "stop") {
       await stopCluster();
+    } else if (command === "restart" && process.argv[3]) {
+      const entry = await restartRecorded(process.argv[3]);
+      process.stdout.write(`${entry.name} runs again: pid ${entry.pid}, log ${entry.log}\n`);
     } else {
-      process.stderr.write("usage: node scripts/cluster.mjs start|stop\n");
+      process.stderr.write("usage: node scripts/cluster.mjs start|stop|restart <name> (a name of .cluster/pids.json: config, worker-1, redis-7001 …)\n");
       process.exit(2);
     }
   } catch (err) {

@@ -247,6 +247,10 @@ describe.skipIf(skip)("the distributed topology (npm run start:cluster)", () => 
         expect((await rest(gw, `${N}/configs`)).status).toBe(200);
       }
       await cluster.restart("registry");
+      // recorded with its new PID (the CLI's `restart` is the same function), so stop:cluster stops it too
+      const recorded = JSON.parse(readFileSync(join(dir, "pids.json"), "utf8")) as { name: string; pid: number; marker: string }[];
+      const registry = recorded.find((r) => r.name === "registry")!;
+      expect([registry.pid, isOurs(registry.pid, registry.marker)]).toEqual([cluster.get("registry")!.pid, true]);
       await vi.waitFor(async () => {
         for (const gw of cluster.gateways) expect((await rest(gw, `${N}/services`)).status).toBe(200);
       }, { timeout: 10_000, interval: 100 });

@@ -271,7 +271,8 @@ function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: 
  */
 export function auditInterceptor(opts: { selection: AuditSelection; writer: AuditWriter; ids: IdSource; now?: () => number }): Interceptor {
   const now = opts.now ?? Date.now;
-  const refusals = anonymousRefusals((entry) => void opts.writer.record({ id: opts.ids.nextId(), ...entry })?.catch(() => undefined), now);
+  // a summary is written whole (no entry of its own was opened), kept and retried like every outcome
+  const refusals = anonymousRefusals((entry) => void opts.writer.record({ id: opts.ids.nextId(), ...entry }, false, false)?.catch(() => undefined), now);
   return (next) => (req) => {
     const rule = ruleOf(req.method);
     if (!selects(opts.selection, rule.read)) return next(req); // no promise of its own for unrecorded calls
