@@ -6,7 +6,7 @@
  * on the first call (later edits to `apiMetadata` have no effect), and `beforeExecute(exchange)` picks the
  * result extractor just as the decorator runtime's lifecycle hook does.
  */
-import { createStreamResultExtractor, jsonResultExtractor, streamResultExtractor } from "./result-extractors.js";
+import { chatJsonResultExtractor, createStreamResultExtractor, streamResultExtractor } from "./result-extractors.js";
 import type { FetchExchange, Fetcher, ResultExtractor } from "./fetcher.js";
 import type { ChatRequest, CompletionResult } from "./types.js";
 
@@ -49,7 +49,7 @@ export class ChatClient {
     const api = (this.#api ??= resolveApi(this.apiMetadata));
     const exchange = api.fetcher.createExchange(
       { url: api.completionsPath, method: "POST", headers: api.headers ?? {}, body: chatRequest, timeout: api.timeout },
-      jsonResultExtractor,
+      chatJsonResultExtractor,
     );
     await this.beforeExecute(exchange);
     return (await api.fetcher.exchange(exchange)) as CompletionResult<T>;

@@ -61,7 +61,10 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
     },
     onEvent: (message: EventSourceMessage) => {
       if (finished) return;
+      if (message.id !== undefined) lastId = message.id;
       const data = message.data;
+      // an event whose data is empty is not dispatched (the SSE spec): a keep-alive `data:` line, not JSON to decode
+      if (data === "") return;
       if (data.length > maxEventSize) return fail(new EventSizeLimitError(maxEventSize));
       if (isDone(data)) return finish();
       const event = message.event ?? "message";
@@ -74,7 +77,6 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
         return fail(new DecodeError("Stream event data is not valid JSON", snippet(data), { cause }));
       }
       if (event === "error" || hasError(parsed)) return fail(streamError(parsed, event));
-      if (message.id !== undefined) lastId = message.id;
       controller.enqueue({ event, data: parsed as ChatResponse, id: lastId, retry });
       delivered = true;
     },
@@ -149,8 +151,11 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
     }
     return Promise.resolve();
   };
+  // Unlocked after the stream failed (the loop ended on the error, then the recipe's timer fires), the stream's own
+  // cancel rejects with that error, which the caller already handled: an unhandled rejection that ended the process.
+  // A stream that has ended has nothing left to cancel.
   const ownCancel = stream.cancel.bind(stream);
-  Object.defineProperty(stream, "cancel", { value: (reason?: unknown) => (stream.locked ? cancelLocked(reason) : ownCancel(reason)) });
+  Object.defineProperty(stream, "cancel", { value: (reason?: unknown) => (stream.locked ? cancelLocked(reason) : ownCancel(reason).catch(() => undefined)) });
   return asyncIterable(stream);
 }
 
@@ -160,11 +165,11 @@ function isDone(data: string): boolean {
 }
 
 /** A `{"error": …}` frame: an error object, or a plain message some providers send instead ({"error": "overloaded"}). */
-function hasError(parsed: unknown): boolean {
+export function hasError(parsed: unknown): boolean {
   return parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) && Boolean((parsed as { error?: unknown }).error);
 }
 
-function streamError(parsed: unknown, event: string): StreamError {
+export function streamError(parsed: unknown, event: string): StreamError {
   const error = providerError(parsed) ?? parsed;
   const plain = parsed !== null && typeof parsed === "object" ? (parsed as { error?: unknown }).error : undefined;
   const message =

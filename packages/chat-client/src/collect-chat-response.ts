@@ -42,8 +42,9 @@ export class ChatResponseAccumulator {
       merged = { index, message: {}, finish_reason: null };
       this.#choices.set(index, merged);
     }
-    const { delta, index: _index, finish_reason, ...rest } = choice;
+    const { delta, index: _index, finish_reason, logprobs, ...rest } = choice;
     Object.assign(merged, withoutNullish(rest));
+    if (logprobs) mergeLogprobs(merged, logprobs as Record<string, unknown>);
     if (finish_reason) merged.finish_reason = finish_reason;
     if (delta) mergeDelta(merged.message, delta);
   }
@@ -60,6 +61,8 @@ function mergeDelta(message: Message, delta: Message): void {
   for (const [key, value] of Object.entries(delta)) {
     if (value === null || value === undefined) continue;
     if (key === "tool_calls" && Array.isArray(value)) mergeToolCalls(message, value as ToolCallDelta[]);
+    // the legacy single call, streamed like a tool call's function: its name whole, its arguments in fragments
+    else if (key === "function_call" && typeof value === "object") mergeFunction((message.function_call ??= { name: "", arguments: "" }) as ToolCallDelta["function"] & object, value as ToolCallDelta["function"] & object);
     // content, refusal, reasoning_content…: text fragments are concatenated; role and other scalars are set.
     else if (typeof value === "string" && key !== "role") message[key] = (typeof message[key] === "string" ? message[key] : "") + value;
     else message[key] = value;
@@ -75,16 +78,30 @@ function mergeToolCalls(message: Message, deltas: ToolCallDelta[]): void {
       call = { index, id: "", type: "function", function: { name: "", arguments: "" } };
       calls.push(call);
     }
-    // id, type and name are identifiers sent whole (usually in the first fragment); only arguments are streamed.
+    // id, type and name are identifiers sent whole (usually in the first fragment; later ones may repeat them empty,
+    // which must not erase them: the answer's tool message names the call by its id); only arguments are streamed.
     const { function: fn, index: _index, ...rest } = delta;
-    Object.assign(call, withoutNullish(rest));
-    if (fn?.name) call.function!.name = fn.name;
-    if (fn?.arguments) call.function!.arguments += fn.arguments;
+    Object.assign(call, withoutNullish(rest, true));
+    if (fn) mergeFunction(call.function!, fn);
   }
 }
 
-function withoutNullish(record: Record<string, unknown>): Record<string, unknown> {
+function mergeFunction(into: { name?: string; arguments?: string }, fragment: { name?: string; arguments?: string }): void {
+  if (fragment.name) into.name = fragment.name;
+  if (fragment.arguments) into.arguments = (into.arguments ?? "") + fragment.arguments;
+}
+
+/** Token log probabilities arrive per chunk (`content`, `refusal`: lists of tokens): joined, in order. */
+function mergeLogprobs(choice: Record<string, unknown>, logprobs: Record<string, unknown>): void {
+  const merged = ((choice.logprobs as Record<string, unknown> | null | undefined) ??= {});
+  for (const [key, value] of Object.entries(logprobs)) {
+    if (Array.isArray(value)) merged[key] = [...((Array.isArray(merged[key]) ? merged[key] : []) as unknown[]), ...value];
+    else if (value !== null && value !== undefined) merged[key] = value;
+  }
+}
+
+function withoutNullish(record: Record<string, unknown>, orEmpty = false): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const key in record) if (record[key] !== null && record[key] !== undefined) out[key] = record[key];
+  for (const key in record) if (record[key] !== null && record[key] !== undefined && !(orEmpty && record[key] === "")) out[key] = record[key];
   return out;
 }

@@ -108,6 +108,7 @@ export class Fetcher {
 
   async #send(exchange: FetchExchange, url: string, signal: AbortSignal | undefined): Promise<unknown> {
     const request = exchange.request;
+    request.headers = lastOfEachName(request.headers);
     checkHeaderValues(request.headers);
     const init: RequestInit & { duplex?: "half" } = { method: request.method, headers: request.headers, signal };
     if (request.body !== undefined && request.body !== null) {
@@ -124,6 +125,22 @@ export class Fetcher {
     if (!response.ok) throw new HttpStatusError(response, await readBody(response, url, signal), url);
     return exchange.resultExtractor(exchange);
   }
+}
+
+/**
+ * Header names are case-insensitive: of names that differ only in case (a client's `authorization` over its fetcher's
+ * `Authorization`, or one an interceptor wrote), the one set last is sent. fetch would send both, joined ("Bearer a,
+ * Bearer b"): the provider refused it, and the key meant to be replaced went out too.
+ */
+function lastOfEachName(headers: Record<string, string> | undefined): Record<string, string> {
+  const byName = new Map<string, string>();
+  for (const name in headers) {
+    const lower = name.toLowerCase();
+    const earlier = byName.get(lower);
+    if (earlier !== undefined && earlier !== name) delete headers[earlier];
+    byName.set(lower, name);
+  }
+  return headers ?? {};
 }
 
 // What fetch takes as a header value: Latin-1 without CR, LF or NUL.
@@ -161,17 +178,28 @@ export function resolveURL(baseURL: string, path: string): string {
   return `${joined}${joined.includes("?") ? "&" : "?"}${baseQuery}`;
 }
 
-/** Plain objects and arrays become JSON (adding `Content-Type` unless one is set); anything else passes through. */
+/**
+ * What fetch cannot send as it is becomes JSON (adding `Content-Type` unless one is set): plain objects and arrays, and
+ * instances of a class of the caller's (a request built by a class was sent as "[object Object]"). Strings, binary
+ * data, forms, URL parameters and streams (async iterables too) pass through.
+ */
 function encodeBody(body: unknown, headers: Record<string, string>): BodyInit {
-  if (typeof body !== "object" || body === null || !isPlainData(body)) return body as BodyInit;
+  if (typeof body !== "object" || body === null || isBodyInit(body)) return body as BodyInit;
   if (!hasHeader(headers, "content-type")) headers["Content-Type"] = "application/json";
   return JSON.stringify(body);
 }
 
-function isPlainData(value: object): boolean {
-  if (Array.isArray(value)) return true;
-  const proto = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
+function isBodyInit(value: object): boolean {
+  return (
+    ArrayBuffer.isView(value) ||
+    value instanceof ArrayBuffer ||
+    value instanceof Blob ||
+    value instanceof FormData ||
+    value instanceof URLSearchParams ||
+    value instanceof ReadableStream ||
+    Symbol.asyncIterator in value || // Node's fetch streams an async iterable of bytes
+    (typeof SharedArrayBuffer !== "undefined" && value instanceof SharedArrayBuffer)
+  );
 }
 
 function hasHeader(headers: Record<string, string>, lowerName: string): boolean {

@@ -11,7 +11,7 @@ export {
   type Interceptor,
   type ResultExtractor,
 } from "./fetcher.js";
-export { jsonResultExtractor, streamResultExtractor, createStreamResultExtractor } from "./result-extractors.js";
+export { chatJsonResultExtractor, jsonResultExtractor, streamResultExtractor, createStreamResultExtractor } from "./result-extractors.js";
 export { toChatStream, DEFAULT_MAX_EVENT_SIZE, type ChatStreamOptions } from "./chat-stream.js";
 export { collectChatResponse, ChatResponseAccumulator } from "./collect-chat-response.js";
 export {

@@ -12,6 +12,10 @@ export class Provider {
     if (typeof options?.baseURL !== "string" || options.baseURL === "") {
       throw new TypeError("Provider needs a baseURL (there is no default endpoint), e.g. https://api.example.com/v1");
     }
+    // a mistake in it would otherwise fail every call as a NetworkError, which callers retry
+    if (!/^https?:\/\//i.test(options.baseURL) || !URL.canParse(options.baseURL)) {
+      throw new TypeError(`Provider's baseURL must be an http:// or https:// URL, e.g. https://api.example.com/v1; got ${JSON.stringify(options.baseURL.slice(0, 200))}`);
+    }
     this.#fetcher = new Fetcher({ baseURL: options.baseURL, headers: { Authorization: `Bearer ${options.apiKey}` } });
     this.#chat = new ChatClient({ fetcher: this.#fetcher });
   }

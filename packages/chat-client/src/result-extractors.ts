@@ -1,5 +1,5 @@
 /** The two ways a chat call turns its response into a result: one JSON document, or an event stream. */
-import { toChatStream, type ChatStreamOptions } from "./chat-stream.js";
+import { hasError, streamError, toChatStream, type ChatStreamOptions } from "./chat-stream.js";
 import { ContentTypeError, DecodeError } from "./errors.js";
 import type { FetchExchange, ResultExtractor } from "./fetcher.js";
 import { readBody, readJsonResult } from "./response-body.js";
@@ -9,6 +9,17 @@ import type { ChatStream } from "./types.js";
 export const jsonResultExtractor: ResultExtractor = async (exchange: FetchExchange) => {
   const response = exchange.response!;
   return readJsonResult(response, response.url, exchange.request.signal);
+};
+
+/**
+ * The JSON extractor of chat completions: a 200 whose body is an error (`{"error": …}` and no `choices`; some gateways
+ * answer so) rejects with {@link StreamError}, as the same payload does in a stream, instead of resolving as an answer
+ * whose `choices` are missing.
+ */
+export const chatJsonResultExtractor: ResultExtractor = async (exchange: FetchExchange) => {
+  const result = await jsonResultExtractor(exchange);
+  if (hasError(result) && !Array.isArray((result as { choices?: unknown }).choices)) throw streamError(result, "message");
+  return result;
 };
 
 /**

@@ -6,6 +6,7 @@ import {
   jsonResultExtractor,
   Provider,
   resolveURL,
+  StreamError,
   streamResultExtractor,
   type FetchExchange,
 } from "../src/index.js";
@@ -62,6 +63,30 @@ describe("ChatClient({ fetcher }) reuses an existing fetcher (rule 2)", () => {
     await new ChatClient({ fetcher, headers: { "X-B": "client" }, basePath: "/openai/chat/" }).completions(request);
     expect(server.requests[0].url).toBe("/openai/chat/completions");
     expect(server.requests[0].headers).toMatchObject({ "x-a": "fetcher", "x-b": "client" });
+  });
+
+  it("header names are compared without case: the client's (or an interceptor's) replaces the fetcher's, never both sent", async () => {
+    const fetcher = new Fetcher({ baseURL: server.origin, headers: { Authorization: "Bearer provider-key", "X-Tenant": "a" } });
+    fetcher.interceptors.request.push((exchange) => void (exchange.request.headers["x-tenant"] = "b"));
+    await new ChatClient({ fetcher, headers: { authorization: "Bearer override" } }).completions(request);
+    expect(server.requests[0].headers).toMatchObject({ authorization: "Bearer override", "x-tenant": "b" });
+  });
+
+  it("a request built by a class is sent as JSON, as a plain object is", async () => {
+    class Req {
+      model = "m";
+      messages = [{ role: "user", content: "hi" }];
+    }
+    await new ChatClient({ fetcher: new Fetcher({ baseURL: server.origin }) }).completions(new Req());
+    expect(server.requests[0].headers["content-type"]).toBe("application/json");
+    expect(JSON.parse(server.requests[0].body)).toEqual({ model: "m", messages: [{ role: "user", content: "hi" }] });
+  });
+
+  it("a 200 whose body is an error (no choices) rejects with StreamError, as the same payload does in a stream", async () => {
+    server.handle((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end('{"error":{"message":"model overloaded","type":"server_error"}}'));
+    const err = await new ChatClient({ fetcher: new Fetcher({ baseURL: server.origin }) }).completions(request).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StreamError);
+    expect([(err as StreamError).message, (err as StreamError).error]).toEqual(["model overloaded", { message: "model overloaded", type: "server_error" }]);
   });
 
   it("without a fetcher, completions() rejects with a message that says what to pass", async () => {
@@ -134,6 +159,10 @@ describe("Provider", () => {
     // @ts-expect-error baseURL is required
     expect(() => new Provider({ apiKey: "k" })).toThrow(/baseURL/);
     expect(() => new Provider({ baseURL: "", apiKey: "k" })).toThrow(/baseURL/);
+    // a mistake in it is said at once, not reported by every call as a NetworkError (which callers retry)
+    for (const baseURL of ["api.example.com/v1", "htps://api.example.com/v1", "http://"]) {
+      expect(() => new Provider({ baseURL, apiKey: "k" }), baseURL).toThrow(/must be an http:\/\/ or https:\/\/ URL/);
+    }
   });
 
   it("does not validate the API key", async () => {

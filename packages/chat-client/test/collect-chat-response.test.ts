@@ -66,6 +66,24 @@ describe("collectChatResponse", () => {
     expect(response.system_fingerprint).toBe("fp_1");
   });
 
+  it("assembles a legacy function_call like a tool call; a repeated empty id keeps the call's id; logprobs are joined", async () => {
+    const chunk = (delta: object, extra: object = {}) => ({ data: { id: "r", object: "chat.completion.chunk", created: 1, choices: [{ index: 0, delta, ...extra }] } }) as unknown as ChatStreamEvent;
+    const lp = (token: string) => ({ logprobs: { content: [{ token, logprob: -1 }] } });
+    const merged = await collectChatResponse(
+      (async function* () {
+        yield chunk({ role: "assistant", function_call: { name: "get_weather", arguments: "" } }, lp("a"));
+        yield chunk({ function_call: { arguments: '{"city":' } }, lp("b"));
+        yield chunk({ function_call: { arguments: '"Oslo"}' } });
+        yield chunk({ tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name: "f", arguments: "{" } }] });
+        yield chunk({ tool_calls: [{ index: 0, id: "", type: "", function: { name: "", arguments: "}" } }] });
+      })(),
+    );
+    const choice = merged.choices[0] as { message: Record<string, unknown>; logprobs: unknown };
+    expect(choice.message.function_call).toEqual({ name: "get_weather", arguments: '{"city":"Oslo"}' });
+    expect(choice.message.tool_calls).toEqual([{ index: 0, id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }]);
+    expect(choice.logprobs).toEqual({ content: [{ token: "a", logprob: -1 }, { token: "b", logprob: -1 }] });
+  });
+
   it("rejects when the stream errors", async () => {
     async function* failing(): AsyncIterable<ChatStreamEvent> {
       yield { event: "message", data: chunkOf([{ index: 0, delta: { content: "a" } }]) };

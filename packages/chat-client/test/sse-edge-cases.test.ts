@@ -63,6 +63,20 @@ describe("SSE edge cases, at every byte boundary", () => {
     expect(text(outcome)).toEqual(["a"]);
   });
 
+  it("#2 an empty data line (`data:`, `data: `) is a keep-alive, not an event to decode; its id still counts", async () => {
+    const outcome = await parseAtEveryBoundary(`data: ${c("a")}\n\ndata:\n\nid: 9\ndata: \n\ndata: ${c("b")}\n\ndata: [DONE]\n\n`);
+    expect(outcome.error).toBeUndefined();
+    expect(text(outcome)).toEqual(["a", "b"]);
+    expect(outcome.events.map((e) => e.id)).toEqual([undefined, "9"]);
+  });
+
+  it("cancel() after the stream failed resolves (the deadline recipe's timer firing late): no unhandled rejection", async () => {
+    const stream = toChatStream(sourceOf([utf8(`data: ${c("a")}\n\nevent: error\ndata: {"error":{"message":"overloaded"}}\n\n`)]).stream);
+    const outcome = await readAll(stream);
+    expect(outcome.error).toBeInstanceOf(StreamError);
+    await expect(stream.cancel()).resolves.toBeUndefined();
+  });
+
   it("#3 CRLF line endings, with CR and LF in different chunks, give no phantom event", async () => {
     const outcome = await parseAtEveryBoundary(`data: ${c("a")}\r\n\r\ndata: ${c("b")}\r\n\r\ndata: [DONE]\r\n\r\n`);
     expect(text(outcome)).toEqual(["a", "b"]);
