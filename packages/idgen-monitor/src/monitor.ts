@@ -53,11 +53,13 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
   // The library's lines go to the process's pino log, tagged `logger: "gov.idgen"`; IDGEN_LOG_LEVEL=debug shows
   // distribution, renewal and prefetch without raising the level of everything else.
   const level = logLevelFromEnv(o.sources.env, "IDGEN_LOG_LEVEL");
-  if (config.machine.enabled && config.machine.distributorType === "redis" && !o.redis) {
-    // the operator's words, not the library's: where the value came from, and what gives a process its Redis
-    const given = rawSetting("idgen.machine.distributor.type", o.sources);
-    throw new SettingsError(`setting idgen.machine.distributor.type${given ? ` (from ${given.from})` : ""} is invalid: redis needs the process's Redis: set REDIS_URL, or use manual (with idgen.machine.machine-id)`);
-  }
+  // the operator's words, not the library's: where the value came from, and what gives a process its Redis
+  const needsRedis = (setting: string, otherwise: string) => {
+    const given = rawSetting(setting, o.sources);
+    return new SettingsError(`setting ${setting}${given ? ` (from ${given.from})` : ""} is invalid: redis needs the process's Redis: set REDIS_URL, or use ${otherwise}`);
+  };
+  if (config.machine.enabled && config.machine.distributorType === "redis" && !o.redis) throw needsRedis("idgen.machine.distributor.type", "manual (with idgen.machine.machine-id)");
+  if (config.segment.enabled && config.segment.distributorType === "redis" && !o.redis) throw needsRedis("idgen.segment.distributor.type", "memory (ids unique within this process only)");
   const idgen = await startIdGen(config, { redis: o.redis, logger: o.logger.child({ logger: IDGEN_LOGGER_NAME }, level ? { level } : undefined) });
   registerIdgenMetrics(o.registry, idgen);
   const authorize = managementAuthorizer(settings.token, o.authorizeManagement);

@@ -21,5 +21,9 @@ describe("idgen.* settings in a process", () => {
   it("the redis distributor in a process without Redis names the setting, where it came from, and REDIS_URL", async () => {
     const start = startIdgenMonitor({ sources: { env: { IDGEN_MACHINE_DISTRIBUTOR_TYPE: "redis" }, file: {} }, application: "app", logger: capturedLogger().logger, registry: new Registry() });
     await expect(start).rejects.toThrow(/setting idgen.machine.distributor.type \(from environment variable IDGEN_MACHINE_DISTRIBUTOR_TYPE\) is invalid: redis needs the process's Redis: set REDIS_URL, or use manual/);
+    // the segment counter's too (it was kept in memory instead: every process counting from 1)
+    const env = { IDGEN_MACHINE_ENABLED: "false", IDGEN_SEGMENT_ENABLED: "true", IDGEN_SEGMENT_DISTRIBUTOR_TYPE: "redis" };
+    const segment = startIdgenMonitor({ sources: { env, file: {} }, application: "app", logger: capturedLogger().logger, registry: new Registry() });
+    await expect(segment).rejects.toThrow(/setting idgen.segment.distributor.type \(from environment variable IDGEN_SEGMENT_DISTRIBUTOR_TYPE\) is invalid: redis needs the process's Redis: set REDIS_URL, or use memory/);
   });
 });

@@ -104,6 +104,8 @@ export async function startIdGen(config: IdGenConfig, opts: StartIdGenOptions = 
   const seg = config.segment;
   if (seg.enabled) {
     const type = seg.distributorType ?? (opts.redis ? "redis" : "memory");
+    // as for the machine id: a segment counter asked of Redis and kept in memory instead would start every process at 1
+    if (type === "redis" && !opts.redis) throw new InvalidSettingError("idgen.segment.distributor.type", "redis needs a Redis client: pass { redis } to startIdGen, or use memory (ids then unique within this process only)");
     for (const name of seg.providers.length ? seg.providers : ["segment"]) {
       const distributor = type === "redis" && opts.redis ? redisSegmentDistributor(opts.redis, { namespace, name }) : memorySegmentDistributor({ namespace, name });
       const chain = await SegmentChainId.create({ distributor, step: seg.step, safeDistance: seg.safeDistance, prefetchPeriodMs: seg.prefetchPeriodMs, converter: createConverter(seg.converter), logger, clock: opts.clock });

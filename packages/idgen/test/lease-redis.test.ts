@@ -3,6 +3,7 @@ import { redisTargets } from "@gov/testkit";
 import diagnostics_channel from "node:diagnostics_channel";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  ClockTooManyBackwardsException,
   machineKeys,
   MachineIdOverflowException,
   MachineLease,
@@ -83,6 +84,18 @@ for (const target of redisTargets()) {
       expect(c.machineId).toBe(a.machineId);
       expect(c.machineId).not.toBe(b.machineId);
       expect(await client.hlen(machineKeys(ns).revert)).toBe(0);
+    });
+
+    it("passes over an id released by a host whose clock ran ahead while a usable one is free; hands it out only when nothing else is left", async () => {
+      const ns = uniqueNamespace("ahead");
+      const ahead = await lease(ns, "fast-host", { clock: { now: () => Date.now() + 20_000 } });
+      await ahead.revert(); // released with a last timestamp 20 s ahead of everyone else's clock
+      // every newcomer starts (before, each took it first, refused to start on it, and gave it back for the next one)
+      const others = [await lease(ns, "b"), await lease(ns, "c"), await lease(ns, "d")];
+      expect(others.map((l) => l.machineId)).not.toContain(ahead.machineId);
+      // the last id left: taken, and refused as before (a clock 20 s behind its last owner's cannot wait that long)
+      await expect(lease(ns, "e", { logger: captureLogs().logger })).rejects.toBeInstanceOf(ClockTooManyBackwardsException);
+      expect(await client.hexists(machineKeys(ns).revert, String(ahead.machineId))).toBe(1); // back in the pool
     });
 
     it("recycles an id not renewed for the safe-guard duration; the old holder's guard then reports it lost", async () => {

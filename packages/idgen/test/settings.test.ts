@@ -112,6 +112,11 @@ describe("startIdGen switches", () => {
   it("idgen.machine.distributor.type=redis without a client fails with a clear message", async () => {
     await expect(startIdGen(idgenConfigFromSettings({ "idgen.machine.distributor.type": "redis" }), { logger: captureLogs().logger })).rejects.toThrow(/needs a Redis client/);
   });
+
+  it("idgen.segment.distributor.type=redis without a client fails too: a counter kept in memory would start every process at 1", async () => {
+    const config = idgenConfigFromSettings({ "idgen.segment.enabled": "true", "idgen.segment.distributor.type": "redis", "idgen.machine.enabled": "false" });
+    await expect(startIdGen(config, { logger: captureLogs().logger })).rejects.toThrow(/idgen\.segment\.distributor\.type.*needs a Redis client/);
+  });
 });
 
 describe.skipIf(inject("redisSkipReason"))("startIdGen with a Redis Cluster client", () => {

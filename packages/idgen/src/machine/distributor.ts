@@ -22,6 +22,11 @@ export interface DistributeRequest {
    * carries this token, so a second live process with the same instance id is not handed the same machine id.
    */
   owner: string;
+  /**
+   * How far ahead of `now` a released id's last timestamp may be for this caller to take it (it waits that long before
+   * issuing; further ahead it would refuse to start): such an id is passed over for one it can use. Default 0.
+   */
+  maxWaitMs?: number;
 }
 
 export interface LeaseRequest {

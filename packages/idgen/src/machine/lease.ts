@@ -285,7 +285,7 @@ export class MachineLease implements MachineIdSource {
     const { namespace, instanceId, machineBit, safeGuardMs, distributor, clock, logger } = this.o;
     const sentMono = this.o.monotonic();
     const sentWall = clock.now();
-    const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick), owner: this.owner }));
+    const st = await this.bounded("distribution", distributor.distribute({ namespace, instanceId, machineBit, safeGuardMs, now: Math.max(clock.now(), this.highestTick), owner: this.owner, maxWaitMs: this.o.brokenThresholdMs }));
     const leaseKey = st.leaseKey ?? instanceId;
     if (st.machineId < 0 || st.machineId > 2 ** machineBit - 1) {
       throw new MachineIdOverflowException(`InstanceId:[${instanceId}] - distribution failed - totalMachineIds:[${2 ** machineBit}] in namespace [${namespace}]`);

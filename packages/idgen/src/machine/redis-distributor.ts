@@ -39,7 +39,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
       try {
-        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner], { failUnderReplicated: true }));
+        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner, req.maxWaitMs ?? 0], { failUnderReplicated: true }));
       } catch (err) {
         if (err instanceof UnderReplicatedWriteError) {
           const st = stateOf(err.reply);

@@ -44,7 +44,7 @@ end
 `;
 
 /**
- * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs, callerNow, owner →
+ * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs, callerNow, owner, maxWaitMs →
  * {machineId, lastStamp, leaseKey} or {-1, -1, leaseKey}.
  */
 export const distributeScript = defineScript(
@@ -56,6 +56,7 @@ local maxId = tonumber(ARGV[2])
 local safeGuard = tonumber(ARGV[3])
 local callerNow = tonumber(ARGV[4])
 local owner = ARGV[5]
+local usableBy = callerNow + (tonumber(ARGV[6]) or 0)
 local key = instance
 local function hold(id, stamp)
   redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
@@ -78,12 +79,18 @@ if own then
     return hold(againId, againStamp)
   end
 end
--- 2. a released id, lowest first
+-- 2. a released id the caller can use (its last timestamp no further ahead of the caller's clock than it may wait),
+--    lowest first. One released by a host whose clock ran ahead is passed over while others are free: handed out
+--    first, every new process refused to start on it, gave it back, and the next one took it again.
 local pool = redis.call('HGETALL', KEYS[3])
-local best, bestStamp
+local best, bestStamp, ahead, aheadStamp
 for i = 1, #pool, 2 do
-  local id = tonumber(pool[i])
-  if id <= maxId and (best == nil or id < best) then best = id; bestStamp = tonumber(pool[i + 1]) end
+  local id, stamp = tonumber(pool[i]), tonumber(pool[i + 1])
+  if id <= maxId then
+    if stamp <= usableBy then
+      if best == nil or id < best then best = id; bestStamp = stamp end
+    elseif ahead == nil or stamp < aheadStamp then ahead = id; aheadStamp = stamp end
+  end
 end
 if best then
   redis.call('HDEL', KEYS[3], tostring(best))
@@ -112,6 +119,11 @@ if staleField then
   redis.call('HDEL', KEYS[1], staleField)
   redis.call('HDEL', KEYS[4], staleField)
   return hold(staleId, staleStamp(staleStampValue, safeGuard))
+end
+-- 5. nothing else: the released id the caller's clock is nearest to (it waits for it, or refuses to start)
+if ahead then
+  redis.call('HDEL', KEYS[3], tostring(ahead))
+  return hold(ahead, aheadStamp)
 end
 return {-1, -1, key}
 `,
