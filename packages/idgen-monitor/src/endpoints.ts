@@ -70,6 +70,15 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
     });
   }
 
+  /** The generator's next id (or its text) that waits for a prefetch or a clock, when the generator can wait. */
+  const waitingNext = (g: IdGenerator, numeric: boolean): (() => Promise<bigint | number | string>) | undefined => {
+    const waits = g as IdGenerator & { nextIdAsync?: () => Promise<bigint | number>; converter?: { asString(id: bigint | number): string } };
+    const nextIdAsync = waits.nextIdAsync?.bind(g);
+    if (!nextIdAsync) return undefined;
+    if (numeric) return nextIdAsync;
+    const converter = waits.converter;
+    return converter ? async () => converter.asString(await nextIdAsync()) : undefined;
+  };
   const operation = (path: string, numeric: boolean, produce: (g: IdGenerator, name: string, reply: FastifyReply) => (() => string | bigint | number) | undefined) => {
     const handler = async (req: FastifyRequest<{ Params: Params; Querystring: { count?: string } }>, reply: FastifyReply) => {
       if (!(await requireAdmin(req, reply, o.authorize))) return reply;
@@ -81,8 +90,9 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
       const next = produce(generator, name, reply);
       if (!next) return reply;
       // A segment chain that ran dry, or a clock that stepped back, makes nextId() refuse at once rather than block;
-      // an operation can wait, as nextIdAsync() does (a count of 1000 is more than a chain of step 10 holds).
-      const later = numeric ? (generator as { nextIdAsync?: () => Promise<bigint | number> }).nextIdAsync : undefined;
+      // an operation can wait, as nextIdAsync() does (a count of 1000 is more than a chain of step 10 holds) — for
+      // string ids too, through the generator's converter (they were answered 503 while Redis was healthy).
+      const later = waitingNext(generator, numeric);
       try {
         const ids: string[] = [];
         for (let i = 0; i < count; i++) {
@@ -90,7 +100,7 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
             ids.push(String(next()));
           } catch (err) {
             if (!later || !(err instanceof IdGenError) || (err.code !== "SEGMENT_EXHAUSTED" && err.code !== "CLOCK_BACKWARDS")) throw err;
-            ids.push(String(await later.call(generator)));
+            ids.push(String(await later()));
           }
         }
         // one id: the bare JSON string (64-bit ids do not fit a JSON number); with ?count=: an array of them

@@ -120,7 +120,7 @@ export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
     }),
     family("idgen_machine_lease_consecutive_failures", "Failed renewals since the last success", "gauge", () => one(lease()?.consecutiveFailures ?? 0)),
     family("idgen_ids_generated_total", "Ids issued, by generator and kind", "counter", () => generators().map((e) => ({ value: e.g.generatedCount, sharedLabels: e.withKind }))),
-    family("idgen_clock_backwards_waits_total", "Times a generator found the clock behind its last timestamp and waited or refused (Detected clock backwards)", "counter", () =>
+    family("idgen_clock_backwards_waits_total", "Episodes of a generator finding the clock behind its last timestamp (one per Detected clock backwards warning, however many calls then waited or were refused)", "counter", () =>
       perGenerator((e) => clockBackwardsOf(e.g)),
     ),
     family("idgen_segment_remaining_ids", "Ids a segment chain has reserved and not issued (its runway while the store is down)", "gauge", () => perGenerator((e) => num(e.state.runway))),

@@ -142,6 +142,10 @@ describe("exposure, authorization and DELETE when enabled", () => {
     expect(res.statusCode, res.body.slice(0, 300)).toBe(200);
     const ids = res.json() as string[];
     expect(new Set(ids).size).toBe(1000);
+    // string ids too (the chain's converter over the waiting nextIdAsync): they were answered 503 with Redis healthy
+    const text = await call("GET", "/actuator/idgenStringGenerator/invoice?count=1000", admin);
+    expect(text.statusCode, text.body.slice(0, 300)).toBe(200);
+    expect(new Set(text.json() as string[]).size).toBe(1000);
   });
 
   it("operations refuse a bad count (400), a string-only generator for numeric ids (400), an unknown name (404)", async () => {

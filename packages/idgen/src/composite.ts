@@ -100,9 +100,14 @@ function decode62(s: string): number {
 /** Splits a composite id into its parts. */
 export function parseCompositeId(id: string): CompositeParts {
   if (id.length !== TIMESTAMP_CHARS + MACHINE_CHARS + SEQUENCE_CHARS) throw new InvalidIdError(`"${id}" is not a 15-character composite id`);
-  return {
+  const parts = {
     timestamp: decode62(id.slice(0, TIMESTAMP_CHARS)),
     machineId: decode62(id.slice(TIMESTAMP_CHARS, TIMESTAMP_CHARS + MACHINE_CHARS)),
     sequence: decode62(id.slice(TIMESTAMP_CHARS + MACHINE_CHARS)),
   };
+  // the characters hold more than the layout's bits (44/20/16): such a value is not an id this generator made
+  if (parts.timestamp > 2 ** 44 - 1) throw new InvalidIdError(`"${id}": timestamp above 44 bits`);
+  if (parts.machineId > 2 ** MACHINE_BIT - 1) throw new InvalidIdError(`"${id}": machine id above ${2 ** MACHINE_BIT - 1}`);
+  if (parts.sequence > 2 ** SEQUENCE_BIT - 1) throw new InvalidIdError(`"${id}": sequence above ${2 ** SEQUENCE_BIT - 1}`);
+  return parts;
 }

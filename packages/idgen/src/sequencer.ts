@@ -86,10 +86,10 @@ export class TickSequencer {
   private waitBackwardsSync(now: number): number {
     const last = this.lastTimestamp;
     const backwards = last - now;
-    this.clockBackwardsCount++;
     if (this.warnedFor !== last) {
-      // one WARN per episode, not per caller retrying during it
+      // one WARN, and one count, per episode: not per caller retrying during it (the metric read 1,000 for one step back)
       this.warnedFor = last;
+      this.clockBackwardsCount++;
       this.opts.logger.warn({ generator: this.opts.name, backwardsMs: backwards, lastTimestamp: last }, "Detected clock backwards");
     }
     if (backwards > this.brokenThresholdMs) {

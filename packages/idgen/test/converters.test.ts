@@ -61,6 +61,17 @@ describe("to-string, friendly, prefix/suffix", () => {
     expect(c.asId("20210623131730192-1-0")).toBe(id);
     expect(friendlyConverter(MILLISECOND_LAYOUT, { padStart: true }).asString(id)).toBe("20210623131730192-0001-0000");
     expect(() => c.asId("20210623131730192-5000-0")).toThrow(InvalidIdError);
+    // a date asString never writes (month 13, February 30, hour 25) is refused, not rolled over into another
+    for (const bad of ["20261301000000000-1-1", "20260230000000000-1-1", "20260101250000000-1-1"]) expect(() => c.asId(bad), bad).toThrow(/is not a date and time/);
+  });
+
+  it("every converter refuses what is out of range, both ways: a string it reads back is one it could write", () => {
+    expect(() => toStringConverter().asId("99999999999999999999999999")).toThrow(/ids have 63 bits/);
+    expect(() => radix62Converter().asString(2n ** 63n)).toThrow(InvalidIdError);
+    expect(radix62Converter().asId(radix62Converter().asString(2n ** 63n - 1n))).toBe(2n ** 63n - 1n);
+    expect(() => parseCompositeId("000000000000zzz")).toThrow(/sequence above 65535/);
+    expect(() => parseCompositeId("00000000zzzz000")).toThrow(/machine id above 1048575/);
+    expect(() => parseCompositeId("zzzzzzzz0000000")).toThrow(/timestamp above 44 bits/);
   });
 
   it("prefix and suffix wrap another converter and require their affix when parsing", () => {

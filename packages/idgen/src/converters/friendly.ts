@@ -39,6 +39,8 @@ export function friendlyConverter(layout: SnowflakeLayout, options: FriendlyOpti
       const m = /^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})(\d{3})-(\d+)-(\d+)$/.exec(value);
       if (!m) throw new InvalidIdError(`"${value}" is not a friendly id (yyyyMMddHHmmssSSS-machine-sequence)`);
       const ts = Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6], +m[7]);
+      // Date.UTC rolls month 13, February 30 or hour 25 over into a real date: only a time asString writes is an id
+      if (!Number.isFinite(ts) || formatUtc(ts) !== value.slice(0, 17)) throw new InvalidIdError(`"${value}": ${value.slice(0, 17)} is not a date and time (yyyyMMddHHmmssSSS, UTC)`);
       const machineId = Number(m[8]);
       const sequence = Number(m[9]);
       if (ts < layout.epoch || ts - layout.epoch > 2 ** layout.timestampBit - 1) throw new InvalidIdError(`"${value}": time outside the layout`);

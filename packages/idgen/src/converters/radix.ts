@@ -42,10 +42,13 @@ function createRadixConverter(kind: string, radix: number, options: RadixOptions
     throw new InvalidSettingError(`${kind}.charSize`, `must be 1..${fullSize}, got ${charSize}`);
   }
   const maxId = charSize === fullSize ? MAX_63 : BigInt(radix) ** BigInt(charSize) - 1n;
+  const maxIdAsNumber = Number(maxId); // numbers compare without a BigInt per id (this is on the hot path)
   const lookup = new Map([...digits].map((c, i) => [c, BigInt(i)]));
   return {
     kind,
     asString(id) {
+      // what asId would refuse is not written: every string this writes reads back
+      if (typeof id === "bigint" ? id > maxId : id > maxIdAsNumber) throw new InvalidIdError(`id ${id} is above ${maxId}, the largest ${kind} id of ${charSize} characters`);
       const s = encode(id, radix, digits);
       if (s.length > charSize) throw new InvalidIdError(`id ${id} needs more than ${charSize} ${kind} characters`);
       return padStart ? s.padStart(charSize, "0") : s;
