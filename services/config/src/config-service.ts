@@ -210,7 +210,18 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
             yield message("remove");
             continue;
           }
-          if (change.version <= seen) continue;
+          if (change.version <= seen) {
+            // Published before the read that produced what the client has: already seen — unless the config is gone
+            // (its removal shown, and every event from here on published after it): then it is the config made again
+            // after its history went too (its namespace deleted), counting from 1 again, and was silently dropped.
+            if (present) continue;
+            const again = await read(() => store.get(req.namespace, req.configId));
+            if (again === undefined) continue;
+            seen = again.version;
+            present = true;
+            yield message(change.op, again);
+            continue;
+          }
           // Later changes may already have landed: send the version this event announced, from the history if needed,
           // or the current state if that version is gone from the history too.
           const current = await read(() => store.get(req.namespace, req.configId));

@@ -1,3 +1,4 @@
+import { readSse } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNamespaceProcess, freshSystem, namespaceTargets, ns, seg, type NamespaceProcess } from "./namespace-harness.js";
 import { FAST } from "./stats-harness.js";
@@ -115,6 +116,29 @@ for (const target of namespaceTargets()) {
       await req("DELETE", `${NS}/${seg(n)}/services/empty`);
       expect((await req("DELETE", `${NS}/${seg(n)}`)).json()).toBe(true);
       expect((await req("PUT", `${NS}/${seg(n)}/configs/app.yaml/to/1`)).status).toBe(404);
+    });
+
+    it("a watch of a config whose namespace was deleted shows it made again, though its versions count from 1 again", async () => {
+      const n = ns("rewatch-");
+      for (let i = 1; i <= 3; i++) expect((await req("PUT", `${NS}/${seg(n)}/configs/app`, `v: ${i}`)).json()).toBe(true);
+      const { url } = await p.listen();
+      const events: { op: string; config?: { version: number; data: string } }[] = [];
+      const ac = new AbortController();
+      try {
+        await readSse(`${url}${NS}/${seg(n)}/configs/app/watch`, ac.signal, (data) => events.push(data as never));
+        await expect.poll(() => events.length).toBe(1);
+        expect((await req("DELETE", `${NS}/${seg(n)}?force=true`)).json()).toBe(true);
+        await expect.poll(() => events.map((e) => e.op)).toEqual(["current", "remove"]);
+        expect((await req("PUT", `${NS}/${seg(n)}/configs/app`, "again: 1")).json()).toBe(true); // version 1 again
+        expect((await req("PUT", `${NS}/${seg(n)}/configs/app`, "again: 2")).json()).toBe(true);
+        // both were dropped as "already seen" (versions 1 and 2, at or below the 3 shown before)
+        await expect.poll(() => events.slice(2).map((e) => [e.op, e.config?.version, e.config?.data]), { timeout: 5_000 }).toEqual([
+          ["set", 1, "again: 1"],
+          ["set", 2, "again: 2"],
+        ]);
+      } finally {
+        ac.abort();
+      }
     });
 
     it("the system namespace cannot be deleted, even with force; an unknown namespace is 404", async () => {
