@@ -277,6 +277,17 @@ async function writeOrWait(res: FastifyReply["raw"], chunk: string | Uint8Array)
 const eventId = (tag: string | undefined) => (tag !== undefined && !/[\r\n]/.test(tag) ? tag : "");
 
 /**
+ * An event's bytes, made once per message: a watch hands all its watchers the same message for a change, and a 1 MiB
+ * config's change to 300 SSE watchers spent most of a second joining and encoding the same text once per watcher.
+ */
+const sseFrames = new WeakMap<Message, Buffer>();
+function sseFrame(output: DescMessage, msg: Message, idLine: string): Buffer {
+  let frame = sseFrames.get(msg);
+  if (frame === undefined) sseFrames.set(msg, (frame = Buffer.from(`${idLine}data: ${wholeMessageJson(output, msg)}\n\n`)));
+  return frame;
+}
+
+/**
  * Any other server stream is offered as Server-Sent Events: one `data: <json>` event per message. The first message
  * is awaited before the 200 goes out, so a request the service refuses (bad namespace, unknown id) gets its proper
  * 4xx; failures after that arrive as an `event: error`.
@@ -305,10 +316,9 @@ export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable
     for (let first = true; !next.done; first = false, next = await it.next()) {
       const id = eventId(tagOfMessage(next.value));
       if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
-      const idLine = tagOfMessage === NO_TAG ? "" : `id: ${id}\n`;
       const ready = prepareAnswer(output, next.value);
       if (ready) await ready;
-      if (!(await writeOrWait(res, `${idLine}data: ${wholeMessageJson(output, next.value)}\n\n`))) break;
+      if (!(await writeOrWait(res, sseFrame(output, next.value, tagOfMessage === NO_TAG ? "" : `id: ${id}\n`)))) break;
     }
   } catch (err) {
     const rest = toRestError(err);

@@ -9,6 +9,7 @@ import {
   ConfigService,
   ConfigVersionSchema,
   type GetConfigResponse,
+  type WatchConfigResponse,
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
@@ -61,6 +62,18 @@ const toConfig = perRecord(
   (r: ConfigRecord): Config => create(ConfigSchema, { configId: r.configId, data: r.data, hash: r.hash, version: r.version, createTime: timestampFromMs(r.createTime) }),
 );
 const getResponseOf = perRecord((r: ConfigRecord): GetConfigResponse => create(GetConfigResponseSchema, { config: toConfig(r) }));
+/**
+ * A watch's message about a record, one per record and op for all its watchers: answers are serialized once per
+ * message (the gateway's JSON texts go by identity), so a large config's change costs one serialization on SSE, not
+ * one per watcher.
+ */
+const watchMessagesOf = perRecord((_r: ConfigRecord) => new Map<string, WatchConfigResponse>());
+function watchMessageOf(r: ConfigRecord, op: string): WatchConfigResponse {
+  const made = watchMessagesOf(r);
+  let m = made.get(op);
+  if (m === undefined) made.set(op, (m = create(WatchConfigResponseSchema, { op, configId: r.configId, config: toConfig(r) })));
+  return m;
+}
 
 const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
 
@@ -179,8 +192,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
 
     async *watchConfig(req, ctx: HandlerContext) {
       checkTarget(req.namespace, req.configId);
-      const message = (op: string, config?: ConfigRecord) =>
-        create(WatchConfigResponseSchema, { op, configId: req.configId, config: config && toConfig(config) });
+      const message = (op: string, config?: ConfigRecord) => (config ? watchMessageOf(config, op) : create(WatchConfigResponseSchema, { op, configId: req.configId }));
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
       try {

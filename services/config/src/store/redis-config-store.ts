@@ -2,7 +2,7 @@ import { Cluster } from "ioredis";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { followChanges, quitQuietly, redisCaller, redisWriteCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
-import { type ConfigChange, type ConfigOp, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
+import { type ConfigChange, type ConfigOp, type ConfigRecord, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
 import { DELETE_CHUNK, EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryLog } from "./redis-config-scripts.js";
 import { failedConfigWrite } from "./redis-write-outcome.js";
 
@@ -29,6 +29,22 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
   const scripts = configScripts(client);
   const kind = options.kind ?? (client instanceof Cluster ? "redis-cluster" : "redis");
   const cache = createConfigReadCache(options);
+  /**
+   * Reads of a config under way, joined by whoever asks for it meanwhile: a change's watchers all read it at once, and
+   * sharing one read hands them one record, whose messages and texts are then made once (300 SSE watchers of a 1 MiB
+   * config held the event loop for seconds). A write or change event for the key ends the sharing: a read begun
+   * before it is not joined after it.
+   */
+  const reading = new Map<string, Promise<ConfigRecord | undefined>>();
+  const readKey = (namespace: string, configId: string) => `${namespace}\u0000${configId}`;
+  const forget = (namespace: string, configId: string) => {
+    cache.invalidate(namespace, configId);
+    reading.delete(readKey(namespace, configId));
+  };
+  const forgetAll = (trusted: boolean) => {
+    cache.clear(trusted);
+    reading.clear();
+  };
   let closed = false;
   /** Connection failures become StoreUnavailableError (→ unavailable), the same way for every store. */
   const call = redisCaller(client);
@@ -42,7 +58,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     try {
       return await written({ op, namespace, configId }, run);
     } finally {
-      cache.invalidate(namespace, configId);
+      forget(namespace, configId);
     }
   };
 
@@ -53,10 +69,10 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     // Most events need no decoding: every write through this store echoes one back after it has already invalidated
     // its key, and with no watch here an event only matters to the cache if it holds something of that namespace.
     skip: (channel) => channel.endsWith(EVENT_SUFFIX) && !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length)),
-    onChange: (change) => cache.invalidate(change.namespace, change.configId),
+    onChange: (change) => forget(change.namespace, change.configId),
     // Events may have been missed while the subscription was down: start from an empty cache either way.
-    onLive: () => cache.clear(true),
-    onLost: () => cache.clear(false),
+    onLive: () => forgetAll(true),
+    onLost: () => forgetAll(false),
     subscribeTimeoutMs: options.subscribeTimeoutMs,
   });
 
@@ -66,18 +82,27 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       const [idx] = configKeys(ns, "");
       return (await call(() => client.smembers(idx))).sort();
     },
-    async get(ns, id) {
+    get(ns, id) {
       const hit = cache.lookup(ns, id);
-      if (hit !== undefined) return hit ?? undefined;
-      const ticket = cache.begin(ns, id);
-      let value: CachedRead | undefined;
-      try {
-        const fields = await call(() => client.hgetall(configKeys(ns, id)[1]));
-        value = fields.version === undefined ? null : toRecord(fields);
-        return value ?? undefined;
-      } finally {
-        cache.end(ticket, value);
-      }
+      if (hit !== undefined) return Promise.resolve(hit ?? undefined);
+      const key = readKey(ns, id);
+      const joined = reading.get(key);
+      if (joined) return joined;
+      const read = (async () => {
+        const ticket = cache.begin(ns, id);
+        let value: CachedRead | undefined;
+        try {
+          const fields = await call(() => client.hgetall(configKeys(ns, id)[1]));
+          value = fields.version === undefined ? null : toRecord(fields);
+          return value ?? undefined;
+        } finally {
+          cache.end(ticket, value);
+        }
+      })();
+      const done = () => void (reading.get(key) === read && reading.delete(key));
+      read.then(done, done);
+      reading.set(key, read);
+      return read;
     },
     async set(ns, id, data, hash, now) {
       const args = [id, data, hash, now, options.maxVersions, eventChannel(ns)] as const;
@@ -133,7 +158,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
           try {
             result = await written({ op: "deleteNamespace", namespace: ns }, () => scripts.deleteNamespacePart(keys, eventChannel(ns), onlyIfEmpty, part));
           } finally {
-            for (const id of part) cache.invalidate(ns, id);
+            for (const id of part) forget(ns, id);
           }
           if (result < 0) return undefined;
           removedCount += result;
@@ -145,7 +170,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     async close() {
       if (closed) return;
       closed = true;
-      cache.clear(false);
+      forgetAll(false);
       await feed.close();
       if (!options.hub) await quitQuietly(client);
     },
