@@ -99,14 +99,27 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     expect(r.body.length).toBeLessThan(500);
   });
 
-  it("what a JSON body says wins over the query string", async () => {
-    const r = await gw.app.inject({
-      method: "POST",
-      url: `/v1/namespaces/${seg(n)}/configs?policy=bogus`,
-      payload: JSON.stringify({ importZip: Buffer.from("not a zip").toString("base64"), policy: "skip" }),
-      headers: { "content-type": "application/json" },
-    });
-    expect(r.json().message).toMatch(/not a readable ZIP/); // the body's policy was used, so the archive was the problem
+  it("a field the JSON body and the query string both give must say the same; a form's too; a repeated parameter too", async () => {
+    const post = (query: string, body: object) =>
+      gw.app.inject({ method: "POST", url: `/v1/namespaces/${seg(n)}/configs${query}`, payload: JSON.stringify({ importZip: Buffer.from("not a zip").toString("base64"), ...body }), headers: { "content-type": "application/json" } });
+    const same = await post("?policy=skip", { policy: "skip" });
+    expect(same.json().message).toMatch(/not a readable ZIP/); // taken: the archive was the problem
+    const differs = await post("?policy=overwrite", { policy: "skip" });
+    expect([differs.statusCode, differs.json().message]).toEqual([400, expect.stringMatching(/^policy is given by the body and by the query string, with different values/)]);
+    const repeated = await post("?policy=skip&policy=overwrite", {});
+    expect([repeated.statusCode, repeated.json().message]).toEqual([400, expect.stringMatching(/^policy is given twice in the query string, with different values/)]);
+    // a form: its text field and the query string (the form's silently won, then said "use policy=overwrite"), and a
+    // misspelt text field (silently ignored, its default in force)
+    const form = (fields: string, query = "") => {
+      const boundary = "b0undary";
+      const body = `${fields}--${boundary}\r\nContent-Disposition: form-data; name="importZip"; filename="a.zip"\r\nContent-Type: application/zip\r\n\r\nnot a zip\r\n--${boundary}--\r\n`;
+      return gw.app.inject({ method: "POST", url: `/v1/namespaces/${seg(n)}/configs${query}`, payload: body, headers: { "content-type": `multipart/form-data; boundary=${boundary}` } });
+    };
+    const field = (name: string, value: string) => `--b0undary\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+    const both = await form(field("policy", "skip"), "?policy=overwrite");
+    expect([both.statusCode, both.json().message]).toEqual([400, expect.stringMatching(/^policy is given by the form and by the query string/)]);
+    const misspelt = await form(field("polcy", "overwrite"));
+    expect([misspelt.statusCode, misspelt.json().message]).toEqual([400, expect.stringMatching(/^form part polcy is not a field of ImportConfigsRequest: it has .*policy/)]);
   });
 });
 

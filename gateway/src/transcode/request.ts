@@ -243,16 +243,41 @@ async function readParts(req: FastifyRequest, schema: DescMessage, init: Record<
   for await (const part of req.parts()) {
     const field = fieldByName(schema, part.fieldname);
     if (!field) {
-      if (part.type === "file") await part.toBuffer(); // drain it; unknown parts are ignored
-      continue;
+      // a file under another name: told below which part the file goes in
+      if (part.type === "file") {
+        await part.toBuffer();
+        continue;
+      }
+      // as a JSON body's unknown key: a misspelt field (`polcy`) silently left its default in force
+      throw invalid(`form part ${excerpt(part.fieldname)} is not a field of ${schema.name}: it has ${schema.fields.map((f) => f.jsonName).join(", ")}`);
     }
     if (part.type === "file") {
       if (field.fieldKind !== "scalar" || field.scalar !== ScalarType.BYTES) throw invalid(`form part ${excerpt(part.fieldname)} must be a text field, not a file`);
+      if (init[field.localName] !== undefined) throw invalid(`the form has two ${field.jsonName} parts: send one`);
       init[field.localName] = await part.toBuffer();
     } else {
-      init[field.localName] = field.fieldKind === "scalar" && field.scalar === ScalarType.BYTES ? Buffer.from(String(part.value)) : scalarFromText(field, String(part.value));
+      const value = field.fieldKind === "scalar" && field.scalar === ScalarType.BYTES ? Buffer.from(String(part.value)) : scalarFromText(field, String(part.value));
+      if (init[field.localName] !== undefined && !sameValue(init[field.localName], value)) throw givenTwice(field, "the form", init[field.localName], "the form", value);
+      init[field.localName] = value;
     }
   }
+}
+
+const sameValue = (a: unknown, b: unknown) => (Buffer.isBuffer(a) && Buffer.isBuffer(b) ? a.equals(b) : a === b);
+const shown = (v: unknown) => JSON.stringify(excerpt(Buffer.isBuffer(v) ? v.toString() : String(v)));
+
+/** A field given two different values (the form and the query string, a parameter repeated): refused, never one silently chosen. */
+function givenTwice(field: DescField, whereA: string, a: unknown, whereB: string, b: unknown): ConnectError {
+  const where = whereA === whereB ? `twice in ${whereA}` : `by ${whereA} and by ${whereB}`;
+  return invalid(`${field.jsonName} is given ${where}, with different values (${shown(a)}, ${shown(b)}): give it once`);
+}
+
+/** A query parameter's one value: repeated, it must say the same each time. */
+function queryValue(field: DescField, value: string | string[]): unknown {
+  if (!Array.isArray(value)) return scalarFromText(field, value);
+  const values = value.map((v) => scalarFromText(field, v));
+  for (const v of values) if (!sameValue(v, values[0])) throw givenTwice(field, "the query string", values[0], "the query string", v);
+  return values[0];
 }
 
 /**
@@ -308,8 +333,15 @@ function queryFields(route: RestRoute, query: Record<string, string | string[]>,
   const init: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(query)) {
     const field = fieldByName(schema, key);
-    if (!field || bound.has(field) || init[field.localName] !== undefined || (base && isFieldSet(base, field))) continue;
-    init[field.localName] = scalarFromText(field, Array.isArray(value) ? value[value.length - 1] : value);
+    if (!field || bound.has(field)) continue;
+    const v = queryValue(field, value);
+    const given = init[field.localName] ?? (base && isFieldSet(base, field) ? (base as unknown as Record<string, unknown>)[field.localName] : undefined);
+    if (given !== undefined) {
+      // by its JSON name and its proto name, or in the body and in the query: once, or the same each time
+      if (!sameValue(given, v)) throw givenTwice(field, init[field.localName] !== undefined ? "the query string" : "the body", given, "the query string", v);
+      continue;
+    }
+    init[field.localName] = v;
   }
   return init;
 }
@@ -326,9 +358,15 @@ async function buildMultipartRequest(route: RestRoute, req: FastifyRequest): Pro
   const bound = new Set<DescField>(route.pathFields);
   for (const [key, value] of Object.entries(req.query as Record<string, string | string[]>)) {
     const field = fieldByName(schema, key);
-    // Unknown parameters are ignored; what the form says wins over the query string.
-    if (!field || bound.has(field) || init[field.localName] !== undefined) continue;
-    init[field.localName] = scalarFromText(field, Array.isArray(value) ? value[value.length - 1] : value);
+    // Unknown parameters are ignored; one the form gives too must say the same (`-F policy=skip` and `?policy=overwrite`
+    // were resolved silently for the form, then told "use policy=overwrite").
+    if (!field || bound.has(field)) continue;
+    const v = queryValue(field, value);
+    if (init[field.localName] !== undefined) {
+      if (!sameValue(init[field.localName], v)) throw givenTwice(field, "the form", init[field.localName], "the query string", v);
+      continue;
+    }
+    init[field.localName] = v;
   }
   for (const field of route.pathFields) init[field.localName] = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
   const msg = create(schema);
