@@ -120,7 +120,9 @@ export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits =
     if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
     if (refuseWrongMethod(req, reply)) return;
     const path = req.url.split("?")[0];
-    const hint = hasEmptySegment(path) ? `a path segment is empty (a trailing or doubled "/"): remove it` : "see /docs for the REST API";
+    const hint = hasEmptySegment(path)
+      ? `a path segment is empty (a trailing or doubled "/"): remove it`
+      : "see /docs for the REST API; an id that holds \"/\" goes in one path segment, percent-encoded (dir%2Fdb.json)";
     void reply.status(404).send({ code: "not_found", message: `no endpoint ${req.method} ${excerpt(path)}: ${hint}` });
   };
   app.setErrorHandler((err, req, reply) => {

@@ -68,6 +68,7 @@ const ACCEPTED_IDS = [
   "bidi\u202etxt.exe",
   "a".repeat(512),
   "é".repeat(512),
+  "😀".repeat(300), // 300 characters (600 UTF-16 units: refused as "600 characters" before)
 ];
 // Ids refused at write time, each for a reason the message gives.
 const REFUSED_IDS: [string, RegExp][] = [
@@ -87,6 +88,7 @@ const REFUSED_IDS: [string, RegExp][] = [
   ["ctl\u0001", /control characters/],
   ["del\u007f", /control characters/],
   ["x".repeat(513), /513 characters long, over the limit of 512/],
+  ["😀".repeat(513), /513 characters long, over the limit of 512/], // characters, not UTF-16 units (it said 1026)
   ["export", /reserved/],
 ];
 

@@ -104,7 +104,7 @@ function textBody(req: FastifyRequest, field: DescField): string {
   try {
     text = utf8.decode(raw);
   } catch {
-    throw invalid(`the request body must be UTF-8 text`);
+    throw invalid(`the request body is not UTF-8 text: configs hold text; convert it to UTF-8 (e.g. iconv -t UTF-8), or store binary data base64-encoded`);
   }
   if (JSON_TYPE.test(req.headers["content-type"] ?? "") && text.trimStart().startsWith('"')) {
     try {

@@ -22,7 +22,12 @@ const MACOS_METADATA = /^__MACOSX(?:\/|$)/;
  */
 export function basicConfigIdProblem(id: string): string | undefined {
   if (!id) return "config id is required, e.g. app.yaml";
-  if (id.length > MAX_CONFIG_ID_CHARS) return `config id is ${id.length} characters long, over the limit of ${MAX_CONFIG_ID_CHARS}`;
+  // characters as people count them (code points): an emoji is one, not the two UTF-16 units of `length` (counted only
+  // past the limit in units, which code points never exceed)
+  if (id.length > MAX_CONFIG_ID_CHARS) {
+    const chars = [...id].length;
+    if (chars > MAX_CONFIG_ID_CHARS) return `config id is ${chars} characters long, over the limit of ${MAX_CONFIG_ID_CHARS}`;
+  }
   if (CONTROL.test(id)) return "config id must not contain control characters (U+0000–U+001F, U+007F)";
   if (id === "export") return '"export" is reserved (GET .../configs/export downloads the archive): choose another config id';
   if (id.startsWith("/") || DOT_SEGMENT.test(id)) {

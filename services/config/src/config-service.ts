@@ -128,7 +128,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       if (result) await indexed(req.namespace);
       if (!result) {
         throw new ConnectError(
-          `config "${req.configId}" in namespace "${req.namespace}" has no version ${req.targetVersion}: list them with GET .../versions`,
+          `config "${req.configId}" in namespace "${req.namespace}" has no version ${req.targetVersion}: list them with GET .../versions (the history keeps the newest gov.config.history.max-versions)`,
           Code.NotFound,
         );
       }
@@ -148,7 +148,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       const h = await store.version(req.namespace, req.configId, req.version);
       if (!h) {
         const current = await store.get(req.namespace, req.configId);
-        const hint = current?.version === req.version ? "it is the current version: GET the config itself" : "list them with GET .../versions";
+        const hint = current?.version === req.version ? "it is the current version: GET the config itself" : "list them with GET .../versions (the history keeps the newest gov.config.history.max-versions)";
         throw new ConnectError(`config "${req.configId}" in namespace "${req.namespace}" has no archived version ${req.version}: ${hint}`, Code.NotFound);
       }
       return { version: create(ConfigHistorySchema, { ...h, createTime: timestampFromMs(h.createTime), opTime: timestampFromMs(h.opTime) }) };
