@@ -41,15 +41,36 @@ export { excerpt };
 /** The setting an over-limit body names by default (the gateway's own body limit). */
 export const JSON_BODY_SETTING = gatewaySettings.maxJsonBody.name;
 
-/** Route options giving a REST route its own body limit (Fastify's `bodyLimit`) and the setting behind it. */
-export function bodyLimitOptions(limit: BodyLimit): { bodyLimit: number; config: { bodyLimitSetting: string } } {
-  return { bodyLimit: limit.bytes, config: { bodyLimitSetting: limit.setting } };
+/** A media type that is JSON (`application/json`, `application/merge-patch+json` …). */
+export const JSON_TYPE = /^application\/(.+\+)?json\b/i;
+
+/**
+ * How large a body holding raw content may be when it comes as a JSON string (what OpenAPI-generated clients send):
+ * its escapes make it larger than the content it unwraps to (a newline is two bytes, a control character six), so
+ * content within the limit must not be refused for its wrapping; the content itself is held to the limit once
+ * unwrapped.
+ */
+export const jsonStringBytes = (contentBytes: number) => contentBytes * 6 + 2;
+
+/**
+ * Route options giving a REST route its own body limit (Fastify's `bodyLimit`) and the setting behind it. `rawContent`:
+ * the body is raw content, held to `limit` as sent, or to {@link jsonStringBytes} of it as a JSON string.
+ */
+export function bodyLimitOptions(limit: BodyLimit, rawContent = false): { bodyLimit: number; config: { bodyLimitSetting: string; contentBytes: number | undefined } } {
+  if (!rawContent) return { bodyLimit: limit.bytes, config: { bodyLimitSetting: limit.setting, contentBytes: undefined } };
+  return { bodyLimit: jsonStringBytes(limit.bytes), config: { bodyLimitSetting: limit.setting, contentBytes: limit.bytes } };
 }
 
-/** The request's route's body limit, as bodyLimitOptions gave it; undefined off the REST routes. */
+/** The body limit that applies to this request, as bodyLimitOptions gave its route; undefined off the REST routes. */
 export function routeBodyLimit(req: FastifyRequest): BodyLimit | undefined {
-  const setting = (req.routeOptions.config as { bodyLimitSetting?: string } | undefined)?.bodyLimitSetting;
-  return setting === undefined ? undefined : { bytes: req.routeOptions.bodyLimit, setting };
+  const config = req.routeOptions.config as { bodyLimitSetting?: string; contentBytes?: number } | undefined;
+  const setting = config?.bodyLimitSetting;
+  if (setting === undefined) return undefined;
+  if (config!.contentBytes === undefined) return { bytes: req.routeOptions.bodyLimit, setting };
+  // raw content: as sent, the content's own limit; as a JSON string, that limit's wrapped size
+  return JSON_TYPE.test(req.headers["content-type"] ?? "")
+    ? { bytes: req.routeOptions.bodyLimit, setting: `${setting}, ×6 + 2 for content sent as a JSON string` }
+    : { bytes: config!.contentBytes, setting };
 }
 
 /** A body over the limit is told its route's limit (a JSON body's or a raw content's), not the gateway's default. */

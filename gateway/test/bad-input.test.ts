@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { createMemoryConfigStore } from "@gov/config-service";
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
@@ -193,6 +194,22 @@ describe("body limits follow what the route's body is (all-in-one process)", () 
       expect(zipped.json().message).toMatch(/^the request body inflates to more than the limit/);
       const r = await register(proc, n);
       expect([r.statusCode, r.json()]).toEqual([200, true]);
+    });
+
+    it("content sent as a JSON string is held to the limit once unwrapped, not with its escapes, as Connect holds `data`", async () => {
+      const n = ns("wrapped");
+      // 4,096 bytes of content, 1,000 of them newlines: a 5,098-byte JSON string (what OpenAPI-generated clients send)
+      const text = `${"a\n".repeat(1000)}${"b".repeat(2096)}`;
+      const put = await putConfig(proc, n, JSON.stringify(text), json);
+      expect([put.statusCode, put.json()]).toEqual([200, true]);
+      const read = await proc.http.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/big.yaml` });
+      expect(read.json().config?.data ?? read.json().data).toBe(text);
+      // one byte more of content: the content's limit, as Connect says it
+      const over = await putConfig(proc, n, JSON.stringify(`${text}c`), json);
+      expect([over.statusCode, over.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
+      // raw content sent chunked (no declared length) is held to its own limit, not to the JSON-string one
+      const chunked = await proc.http.inject({ method: "PUT", url: `/v1/namespaces/${seg(n)}/configs/big.yaml`, payload: Readable.from([Buffer.from(content)]), headers: { "content-type": "text/plain" } });
+      expect([chunked.statusCode, chunked.json()]).toEqual([413, refusal(4096, "gov.limits.config-content")]);
     });
   });
 

@@ -1,11 +1,11 @@
 import { ScalarType, type DescService, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import multipart from "@fastify/multipart";
-import type { FastifyInstance, FastifyReply } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { BodyLimit } from "@gov/service-kit";
-import { bodyLimitOptions } from "../errors.js";
+import { bodyLimitOptions, routeBodyLimit } from "../errors.js";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
-import { buildRequest } from "./request.js";
+import { buildRequest, tooLarge } from "./request.js";
 import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, prepareAnswer, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
 import { restRoutesOf, takesRawContent, type RestRoute } from "./rest-routes.js";
 
@@ -91,6 +91,12 @@ function startDeadline(ms: number): { signal: AbortSignal; clear: () => void } {
   return { signal: ac.signal, clear: () => clearTimeout(timer) };
 }
 
+function refuseDeclaredOverLimit(req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+  const declared = Number(req.headers["content-length"]);
+  const limit = routeBodyLimit(req);
+  done(limit && declared > limit.bytes ? tooLarge(req, declared) : undefined);
+}
+
 async function* single<T>(message: T): AsyncIterable<T> {
   yield message;
 }
@@ -104,10 +110,14 @@ function addRoute(app: FastifyInstance, { route, transport, bodyLimit }: Planned
   const etagOf = entityTagOf(route);
   // Uploads are the long unary calls; the rest answer in well under a millisecond and skip the per-request signal.
   const long = takesFile(route);
+  const rawContent = takesRawContent(route);
   app.route({
     method: route.httpMethod,
     url: route.fastifyPath,
-    ...bodyLimitOptions(bodyLimit),
+    ...bodyLimitOptions(bodyLimit, rawContent),
+    // Raw content declared larger than its limit is refused before any byte is read (Fastify's own check holds a
+    // route to its larger JSON-string limit, see jsonStringBytes).
+    onRequest: (rawContent ? [refuseDeclaredOverLimit] : []) as never,
     handler: async (req, reply) => {
       const built = buildRequest(route, req);
       const input = built instanceof Promise ? await built : built; // an await costs microtask turns: only for uploads

@@ -3,11 +3,10 @@ import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMess
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
-import { excerpt, HttpError, JSON_BODY_SETTING, routeBodyLimit } from "../errors.js";
+import { excerpt, HttpError, JSON_BODY_SETTING, JSON_TYPE, routeBodyLimit } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
-const JSON_TYPE = /^application\/(.+\+)?json\b/i;
 // ignoreBOM: a leading BOM is content and is stored as sent (the default decoder would drop it).
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
@@ -26,7 +25,13 @@ export function rawBodyReader(setting = JSON_BODY_SETTING) {
 
 function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null, body?: Buffer) => void, setting: string): void {
   const header = req.headers["content-encoding"];
-  if (header === undefined) return done(null, body); // the common case: no string work
+  if (header === undefined) {
+    // the common case: no string work. Raw content sent without a declared length (chunked) was read up to its
+    // JSON-string limit (see jsonStringBytes); as sent, it is held to its own.
+    const own = (req.routeOptions.config as { contentBytes?: number } | undefined)?.contentBytes;
+    if (own !== undefined && body.length > own && !JSON_TYPE.test(req.headers["content-type"] ?? "")) return done(tooLarge(req, body.length, setting));
+    return done(null, body);
+  }
   const encoding = String(header).trim().toLowerCase();
   if (encoding === "identity" || encoding === "") return done(null, body);
   const decode = DECODERS[encoding];
@@ -39,6 +44,12 @@ function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null
     }
     done(new HttpError(400, "invalid_argument", `the body is not valid ${encoding} data, as its Content-Encoding says`));
   });
+}
+
+/** The 413 of a body over the limit that applies to it (see routeBodyLimit), with its size. */
+export function tooLarge(req: FastifyRequest, bytes: number, setting = JSON_BODY_SETTING): HttpError {
+  const limit = routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
+  return new HttpError(413, "resource_exhausted", `the request body (${bytes} bytes) is over the limit of ${limit.bytes} bytes (${limit.setting}): send a smaller body, or raise the setting`);
 }
 
 /** A path or query string → the field's scalar value, or a 400 that says what was expected. */
