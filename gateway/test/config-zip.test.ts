@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { crc32 } from "node:zlib";
 import { Code, ConnectError } from "@connectrpc/connect";
 import JSZip from "jszip";
@@ -295,6 +296,22 @@ for (const target of storeTargets()) {
         expect(r.json().message).toMatch(/nothing was imported$/);
       }
       expect(await list(n)).toEqual([]);
+    });
+
+    it("an archive sent in base64 in a JSON body is held to gov.limits.zip-upload, as a form's file part is, not to the JSON limit", async () => {
+      const n = ns();
+      // ~190 KB of archive: over gov.limits.json-body (128 KiB here) as base64, under gov.limits.zip-upload (256 KiB)
+      const entries = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`e${i}.txt`, randomBytes(36 * 1024).toString("base64")]));
+      const archive = await zipOf(entries, { type: "nodebuffer", compression: "STORE" });
+      expect(archive.length).toBeGreaterThan(128 * 1024);
+      const post = (zip: Buffer) =>
+        gw.app.inject({ method: "POST", url: `/v1/namespaces/${seg(n)}/configs`, payload: JSON.stringify({ importZip: zip.toString("base64") }), headers: { "content-type": "application/json" } });
+      const r = await post(archive);
+      expect([r.statusCode, r.json().succeeded]).toEqual([200, 4]);
+      // over the upload limit: told the upload's setting
+      const tooBig = await post(Buffer.concat([archive, randomBytes(100 * 1024)]));
+      expect([tooBig.statusCode, tooBig.json().code]).toEqual([413, "resource_exhausted"]);
+      expect(tooBig.json().message).toMatch(/gov\.limits\.zip-upload/);
     });
 
     it("a non-ZIP upload, a missing file part or an upload over the size limit → 4xx that says which, nothing written", async () => {

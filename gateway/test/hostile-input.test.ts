@@ -16,7 +16,15 @@ const MiB = 1024 * 1024;
 const LIMITS = { ...TEST_LIMITS, maxContentBytes: MiB, maxZipBytes: 2 * MiB };
 // Each REST body has its own limit, named in its 413: JSON bodies gov.limits.json-body (128 KiB in the test sources),
 // a config's raw content gov.limits.config-content.
-const REST_BODY = { restBody: 128 * 1024, restBodySetting: "gov.limits.json-body", rawBody: LIMITS.maxContentBytes, rawBodySetting: "gov.limits.config-content" };
+const REST_BODY = {
+  restBody: 128 * 1024,
+  restBodySetting: "gov.limits.json-body",
+  rawBody: LIMITS.maxContentBytes,
+  rawBodySetting: "gov.limits.config-content",
+  // an import's JSON body carries the archive in base64: the upload's limit, 4 bytes per 3, and 64 KiB for the rest
+  uploadBody: Math.ceil(LIMITS.maxZipBytes / 3) * 4 + 64 * 1024,
+  uploadBodySetting: "gov.limits.zip-upload (in base64, in a JSON body)",
+};
 const READ_MAX_BYTES = LIMITS.maxZipBytes + 1024;
 const env = { GOV_LIMITS_REQUEST_TIMEOUT: `${REQUEST_TIMEOUT_MS}ms`, GOV_CONFIG_HISTORY_MAX_VERSIONS: "2" };
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");

@@ -34,6 +34,10 @@ export interface HostileInputOptions {
     rawBody?: number;
     /** The setting behind `rawBody` (e.g. gov.limits.config-content). Default restBodySetting. */
     rawBodySetting?: string;
+    /** Largest REST body of an upload (a rule that takes a file: its base64 in JSON, or a form). Default restBody. */
+    uploadBody?: number;
+    /** The setting behind `uploadBody`. Default restBodySetting. */
+    uploadBodySetting?: string;
     /** Largest RPC message the Connect, gRPC-Web and gRPC listeners take (their readMaxBytes). */
     message: number;
     /** The setting behind `message`, which every listener's over-limit answer must name (e.g. gov.limits.zip-upload). */
@@ -72,6 +76,8 @@ interface Route {
   jsonBody: boolean;
   /** The body is a string or bytes field's raw content (a config's text), with its own size limit. */
   rawBody: boolean;
+  /** The rule takes a file (an import): its body, JSON or a form, has the upload's limit. */
+  upload: boolean;
   /** A neutral body: `[]` when the rule's body is a list field (role names), else `{}`. */
   emptyBody: string;
 }
@@ -86,7 +92,7 @@ function restRoutes(service: DescService): Route[] {
     const takesFile = method.input.fields.some((f) => f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES);
     const jsonBody = rule.body === "*" ? !takesFile : bodyField !== undefined && bodyField.fieldKind !== "scalar";
     const rawBody = bodyField?.fieldKind === "scalar" && (bodyField.scalar === ScalarType.STRING || bodyField.scalar === ScalarType.BYTES);
-    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", jsonBody, rawBody, emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
+    routes.push({ method, verb: rule.pattern.case.toUpperCase(), template: rule.pattern.value, hasBody: rule.body !== "", jsonBody, rawBody, upload: rule.body === "*" && takesFile, emptyBody: bodyField?.fieldKind === "list" ? "[]" : "{}" });
   }
   return routes;
 }
@@ -441,9 +447,10 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
           });
         }
         if (route.hasBody) {
-          // the limit of this route's body: raw content has its module's own, every other body the JSON one
-          const limit = route.rawBody ? (options.limits.rawBody ?? options.limits.restBody) : options.limits.restBody;
-          const setting = route.rawBody ? (options.limits.rawBodySetting ?? options.limits.restBodySetting) : options.limits.restBodySetting;
+          // the limit of this route's body: raw content has its module's own, an upload the upload's, every other body the JSON one
+          const l = options.limits;
+          const limit = route.rawBody ? (l.rawBody ?? l.restBody) : route.upload ? (l.uploadBody ?? l.restBody) : l.restBody;
+          const setting = route.rawBody ? (l.rawBodySetting ?? l.restBodySetting) : route.upload ? (l.uploadBodySetting ?? l.restBodySetting) : l.restBodySetting;
           it("a body over the limit is 413 resource_exhausted naming the limit and its setting, without echoing it", async () => {
             const { restUrl } = options.target();
             const big = "B".repeat(limit + 1);
