@@ -222,22 +222,21 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
             yield message("remove");
             continue;
           }
-          if (change.version <= seen) {
-            // Published before the read that produced what the client has: already seen — unless the config is gone
-            // (its removal shown, and every event from here on published after it): then it is the config made again
-            // after its history went too (its namespace deleted), counting from 1 again, and was silently dropped.
-            if (present) continue;
-            const again = await read(() => store.get(req.namespace, req.configId));
-            if (again === undefined) continue;
-            seen = again.version;
-            present = true;
-            yield message(change.op, again);
-            continue;
-          }
+          // Published before the read that produced what the client has: already seen — unless the config is gone (its
+          // removal shown, and every event from here on published after it): then a version at or below `seen` is the
+          // config made again after its history went too (its namespace deleted), counting from 1 again, and is sent.
+          if (change.version <= seen && present) continue;
           // Later changes may already have landed: send the version this event announced, from the history if needed,
-          // or the current state if that version is gone from the history too.
-          const current = await read(() => store.get(req.namespace, req.configId));
-          const record = current?.version === change.version ? current : ((await read(() => store.version(req.namespace, req.configId, change.version))) ?? current);
+          // or the current state if that version is gone from the history too. With more changes queued it is not the
+          // current one: read the history first (one round trip, not two, for a watcher behind a burst of writes).
+          const fromHistory = () => read(() => store.version(req.namespace, req.configId, change.version));
+          const fromCurrent = () => read(() => store.get(req.namespace, req.configId));
+          let record: ConfigRecord | undefined;
+          if (changes.pending > 0) record = (await fromHistory()) ?? (await fromCurrent());
+          else {
+            const current = await fromCurrent();
+            record = current?.version === change.version ? current : ((await fromHistory()) ?? current);
+          }
           if (record === undefined) continue; // removed since: its remove event follows
           seen = record.version;
           present = true;

@@ -5,12 +5,19 @@ export type WatchEvent = ConfigChange | "resync";
 
 const keyOf = (c: ConfigChange) => `${c.namespace}\u0000${c.configId}`;
 
-/** Unread events a watch keeps exactly; beyond this, each config's older unread changes are dropped (see below). */
-export const MAX_QUEUED_EVENTS = 64;
+/**
+ * Unread events a watch keeps exactly; beyond this, each config's older unread changes are dropped (see below). The
+ * events are shared by every watch (one object per change), so a full queue costs a watcher its slots, ~8 KB. At 64, a
+ * burst of 200 writes at 500 a second on Redis lost 64 versions for every watcher, a fast one too: the server reads
+ * each version it sends, and fell that far behind the burst.
+ */
+export const MAX_QUEUED_EVENTS = 1024;
 
 /** The queued events of one watch; `close()` ends its subscription (also when nobody iterated: see watchChanges). */
 export interface WatchedChanges extends AsyncIterable<WatchEvent> {
   close(): void;
+  /** Events queued and not yet read: more changes have landed since the one being handled. */
+  readonly pending: number;
 }
 
 /**
@@ -49,6 +56,9 @@ export function watchChanges(store: ConfigStore, filter: (c: ConfigChange) => bo
   };
   return {
     close,
+    get pending() {
+      return queue.length;
+    },
     async *[Symbol.asyncIterator]() {
       try {
         while (!signal.aborted) {

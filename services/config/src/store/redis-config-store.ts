@@ -35,11 +35,24 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
    * config held the event loop for seconds). A write or change event for the key ends the sharing: a read begun
    * before it is not joined after it.
    */
-  const reading = new Map<string, Promise<ConfigRecord | undefined>>();
+  const reading = new Map<string, Promise<unknown>>();
   const readKey = (namespace: string, configId: string) => `${namespace}\u0000${configId}`;
   const forget = (namespace: string, configId: string) => {
     cache.invalidate(namespace, configId);
-    reading.delete(readKey(namespace, configId));
+    if (reading.size === 0) return;
+    const key = readKey(namespace, configId);
+    // the config's read, and its history versions' (`key` + NUL + version)
+    for (const k of reading.keys()) if (k === key || k.startsWith(`${key}\u0000`)) reading.delete(k);
+  };
+  /** `read`, or the same read already under way for `key` (see `reading`). */
+  const joined = <T>(key: string, read: () => Promise<T>): Promise<T> => {
+    const under = reading.get(key) as Promise<T> | undefined;
+    if (under) return under;
+    const started = read();
+    const done = () => void (reading.get(key) === started && reading.delete(key));
+    started.then(done, done);
+    reading.set(key, started);
+    return started;
   };
   const forgetAll = (trusted: boolean) => {
     cache.clear(trusted);
@@ -85,10 +98,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     get(ns, id) {
       const hit = cache.lookup(ns, id);
       if (hit !== undefined) return Promise.resolve(hit ?? undefined);
-      const key = readKey(ns, id);
-      const joined = reading.get(key);
-      if (joined) return joined;
-      const read = (async () => {
+      return joined(readKey(ns, id), async () => {
         const ticket = cache.begin(ns, id);
         let value: CachedRead | undefined;
         try {
@@ -98,11 +108,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
         } finally {
           cache.end(ticket, value);
         }
-      })();
-      const done = () => void (reading.get(key) === read && reading.delete(key));
-      read.then(done, done);
-      reading.set(key, read);
-      return read;
+      });
     },
     async set(ns, id, data, hash, now) {
       const args = [id, data, hash, now, options.maxVersions, eventChannel(ns)] as const;
@@ -127,11 +133,14 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       if (logErr || legacyErr) throw logErr ?? legacyErr;
       return parseHistoryLog(entries, legacyEntries).map((v) => ({ configId: id, ...v }));
     },
-    async version(ns, id, v) {
-      const json = await call(() => client.hget(configKeys(ns, id)[2], String(v)));
-      if (json === null) return undefined;
-      const r = JSON.parse(json) as Record<string, string>;
-      return { ...toRecord(r), op: r.op as ConfigOp, opTime: Number(r.opTime) };
+    version(ns, id, v) {
+      // shared as a config's read is: the watchers of a config that fell behind all read the same versions
+      return joined(`${readKey(ns, id)}\u0000${v}`, async () => {
+        const json = await call(() => client.hget(configKeys(ns, id)[2], String(v)));
+        if (json === null) return undefined;
+        const r = JSON.parse(json) as Record<string, string>;
+        return { ...toRecord(r), op: r.op as ConfigOp, opTime: Number(r.opTime) };
+      });
     },
     async count(ns) {
       return call(() => client.scard(configKeys(ns, "")[0]));
