@@ -41,6 +41,10 @@ export { excerpt };
 /** The setting an over-limit body names by default (the gateway's own body limit). */
 export const JSON_BODY_SETTING = gatewaySettings.maxJsonBody.name;
 
+/** What a body over its limit is told: its size when known (its Content-Length), the limit, the setting that raises it. */
+export const bodyOverLimit = (bytes: number | undefined, limit: BodyLimit) =>
+  `the request body${bytes ? ` (${bytes} bytes)` : ""} is over the limit of ${limit.bytes} bytes (${limit.setting}): send a smaller body, or raise the setting`;
+
 /** A media type that is JSON (`application/json`, `application/merge-patch+json` …). */
 export const JSON_TYPE = /^application\/(.+\+)?json\b/i;
 
@@ -90,11 +94,7 @@ function fromFastifyError(err: FastifyError, limits: ErrorLimits): RestError | u
   const answer = (status: number, code: string, message: string): RestError => ({ status, body: { code, message } });
   switch (err.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return answer(
-        413,
-        "resource_exhausted",
-        `the request body${limits.declaredBytes ? ` (${limits.declaredBytes} bytes)` : ""} is over the limit of ${limits.maxJsonBody ?? 1048576} bytes (${limits.maxJsonBodySetting ?? JSON_BODY_SETTING}): send a smaller body, or raise the setting`,
-      );
+      return answer(413, "resource_exhausted", bodyOverLimit(limits.declaredBytes, { bytes: limits.maxJsonBody ?? 1048576, setting: limits.maxJsonBodySetting ?? JSON_BODY_SETTING }));
     case "FST_REQ_FILE_TOO_LARGE":
       return answer(413, "resource_exhausted", `the uploaded file is over the limit of ${limits.maxZipBytes ?? 16777216} bytes (gov.limits.zip-upload): send a smaller archive`);
     case "FST_FILES_LIMIT":

@@ -3,7 +3,7 @@ import { create, fromJson, isFieldSet, ScalarType, type DescField, type DescMess
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
-import { excerpt, HttpError, JSON_BODY_SETTING, JSON_TYPE, routeBodyLimit } from "../errors.js";
+import { bodyOverLimit, excerpt, HttpError, JSON_BODY_SETTING, JSON_TYPE, routeBodyLimit } from "../errors.js";
 import type { RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
@@ -49,7 +49,7 @@ function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null
 /** The 413 of a body over the limit that applies to it (see routeBodyLimit), with its size. */
 export function tooLarge(req: FastifyRequest, bytes: number, setting = JSON_BODY_SETTING): HttpError {
   const limit = routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
-  return new HttpError(413, "resource_exhausted", `the request body (${bytes} bytes) is over the limit of ${limit.bytes} bytes (${limit.setting}): send a smaller body, or raise the setting`);
+  return new HttpError(413, "resource_exhausted", bodyOverLimit(bytes, limit));
 }
 
 /** A path or query string → the field's scalar value, or a 400 that says what was expected. */
