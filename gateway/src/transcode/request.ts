@@ -36,7 +36,7 @@ function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null
   if (encoding === "identity" || encoding === "") return done(null, body);
   const decode = DECODERS[encoding];
   if (!decode) return done(new HttpError(415, "invalid_argument", `Content-Encoding "${encoding.slice(0, 40)}" is not supported: send the body as is, or with gzip, deflate or br`));
-  const limit = routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
+  const limit = limitOf(req, setting);
   decode(body, { maxOutputLength: limit.bytes }, (err, inflated) => {
     if (!err) return done(null, inflated);
     if ((err as NodeJS.ErrnoException).code === "ERR_BUFFER_TOO_LARGE" || err instanceof RangeError) {
@@ -46,10 +46,12 @@ function readRawBody(req: FastifyRequest, body: Buffer, done: (err: Error | null
   });
 }
 
-/** The 413 of a body over the limit that applies to it (see routeBodyLimit), with its size. */
+/** The body limit that applies to this request: its route's (see routeBodyLimit), else Fastify's with `setting`. */
+const limitOf = (req: FastifyRequest, setting: string) => routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
+
+/** The 413 of a body over the limit that applies to it, with its size. */
 export function tooLarge(req: FastifyRequest, bytes: number, setting = JSON_BODY_SETTING): HttpError {
-  const limit = routeBodyLimit(req) ?? { bytes: req.routeOptions.bodyLimit, setting };
-  return new HttpError(413, "resource_exhausted", bodyOverLimit(bytes, limit));
+  return new HttpError(413, "resource_exhausted", bodyOverLimit(bytes, limitOf(req, setting)));
 }
 
 /** A path or query string → the field's scalar value, or a 400 that says what was expected. */
@@ -312,7 +314,7 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   const fieldValue = bodyField && (bodyField.fieldKind === "scalar" ? textBody(req, bodyField) : fieldJsonBody(req, schema, bodyField));
   const msg = route.body === "*" ? jsonBody(req, schema) : create(schema);
   const query = req.query as Record<string, string | string[]>;
-  const fromQuery = hasKeys(query) ? queryFields(route, query, bodyField, route.body === "*" ? msg : undefined) : undefined;
+  const fromQuery = hasKeys(query) ? queryFields(route, query, bodyField, route.body === "*" ? givenByJson(msg) : undefined) : undefined;
   const fields = msg as unknown as Record<string, unknown>;
   for (const field of route.pathFields) {
     const value = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
@@ -333,11 +335,23 @@ function hasKeys(o: object): boolean {
   return false;
 }
 
+/** What a request's body already gave, for query parameters that name the same field: where, and the value. */
+interface GivenByBody {
+  where: string;
+  valueOf(field: DescField): unknown;
+}
+
+const givenByJson = (msg: Message): GivenByBody => ({
+  where: "the body",
+  valueOf: (f) => (isFieldSet(msg, f) ? (msg as unknown as Record<string, unknown>)[f.localName] : undefined),
+});
+
 /**
  * Query parameters → the scalar fields they name (by JSON or proto name). Unknown parameters are ignored; fields bound
- * by the path or the body field, and fields a JSON body (`base`) set, keep those values.
+ * by the path or the body field are left alone; one the body gave too (`given`), or that is named twice, must say the
+ * same each time.
  */
-function queryFields(route: RestRoute, query: Record<string, string | string[]>, bodyField: DescField | undefined, base: Message | undefined): Record<string, unknown> {
+function queryFields(route: RestRoute, query: Record<string, string | string[]>, bodyField: DescField | undefined, given?: GivenByBody): Record<string, unknown> {
   const schema = route.method.input;
   const bound = new Set<DescField>(route.pathFields);
   if (bodyField) bound.add(bodyField);
@@ -346,10 +360,11 @@ function queryFields(route: RestRoute, query: Record<string, string | string[]>,
     const field = fieldByName(schema, key);
     if (!field || bound.has(field)) continue;
     const v = queryValue(field, value);
-    const given = init[field.localName] ?? (base && isFieldSet(base, field) ? (base as unknown as Record<string, unknown>)[field.localName] : undefined);
-    if (given !== undefined) {
-      // by its JSON name and its proto name, or in the body and in the query: once, or the same each time
-      if (!sameValue(given, v)) throw givenTwice(field, init[field.localName] !== undefined ? "the query string" : "the body", given, "the query string", v);
+    // by its JSON name and its proto name, or in the body and in the query: once, or the same each time
+    const inQuery = init[field.localName];
+    const earlier = inQuery ?? given?.valueOf(field);
+    if (earlier !== undefined) {
+      if (!sameValue(earlier, v)) throw givenTwice(field, inQuery !== undefined ? "the query string" : given!.where, earlier, "the query string", v);
       continue;
     }
     init[field.localName] = v;
@@ -366,19 +381,9 @@ async function buildMultipartRequest(route: RestRoute, req: FastifyRequest): Pro
     if (err instanceof ConnectError || err.statusCode) throw err;
     throw invalid(`the multipart/form-data body is malformed (${err.message})`);
   });
-  const bound = new Set<DescField>(route.pathFields);
-  for (const [key, value] of Object.entries(req.query as Record<string, string | string[]>)) {
-    const field = fieldByName(schema, key);
-    // Unknown parameters are ignored; one the form gives too must say the same (`-F policy=skip` and `?policy=overwrite`
-    // were resolved silently for the form, then told "use policy=overwrite").
-    if (!field || bound.has(field)) continue;
-    const v = queryValue(field, value);
-    if (init[field.localName] !== undefined) {
-      if (!sameValue(init[field.localName], v)) throw givenTwice(field, "the form", init[field.localName], "the query string", v);
-      continue;
-    }
-    init[field.localName] = v;
-  }
+  // A field the form gives too must say the same (`-F policy=skip` with `?policy=overwrite` was resolved silently for
+  // the form, whose row then said "use policy=overwrite").
+  Object.assign(init, queryFields(route, req.query as Record<string, string | string[]>, undefined, { where: "the form", valueOf: (f) => init[f.localName] }));
   for (const field of route.pathFields) init[field.localName] = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
   const msg = create(schema);
   Object.assign(msg, init);
