@@ -51,7 +51,7 @@ function checkMetadata(metadata: Record<string, string> | undefined): void {
  * The renewal interval of a registration: given, or a third of the TTL (two more chances before expiry). One not
  * shorter than the TTL would let the instance expire between renewals, over and over.
  */
-export function renewIntervalOf(renewEveryMs: number | undefined, ttlMs: number): number {
+function renewIntervalOf(renewEveryMs: number | undefined, ttlMs: number): number {
   if (renewEveryMs === undefined) return Math.max(1, Math.floor(ttlMs / 3));
   if (!(renewEveryMs > 0 && renewEveryMs < ttlMs)) {
     throw new ConnectError(`renewEveryMs ${renewEveryMs} must be above 0 and below the TTL (${ttlMs} ms), or the instance expires between renewals: leave it out for a third of the TTL`, Code.InvalidArgument);
