@@ -15,6 +15,7 @@ const PAUSE_AROUND_MS = 400;
  * requests' commands ioredis misrouted the replies and the process died ("results[i] is not iterable") about a minute
  * after start, the default initial delay. That needs an auto-pipeline still filling when the renewal runs: here Redis is
  * paused around the first renewal (writes in flight, so the next pipeline stays open), then renewals come every 50 ms.
+ * (The shared client has since stopped using ioredis' auto-pipelining, see writeOncePerTurn; the load stays.)
  */
 describe.skipIf(inject("redisSkipReason"))("machine-id lease renewals under write load (all-in-one on Redis)", () => {
   let redis: RedisServer;

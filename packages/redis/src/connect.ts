@@ -1,5 +1,6 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { guardClusterPipelines } from "./cluster-pipelines.js";
+import { writeOncePerTurn } from "./write-per-turn.js";
 
 /** A standalone client or a cluster client; both speak the same commands. */
 export type RedisClient = Redis | Cluster;
@@ -63,18 +64,16 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
     // A server that accepts the connection but never answers must not hang callers either.
     commandTimeout: options.commandTimeoutMs ?? 3000,
     retryStrategy: (times) => Math.min(times * 100, 2000),
-    // Commands issued in the same event-loop turn go out in one socket write instead of one write each: under load a
-    // write costs the process and Redis a syscall per command, the biggest single item of a config PUT's CPU time
-    // (~30 % less CPU per PUT). Scripts still go as EVAL once per connection, then EVALSHA; a command issued while
-    // disconnected still fails at once with "Stream isn't writeable" (so a write is still known to be unsent).
-    enableAutoPipelining: true,
+    // A standalone client writes each turn's commands in one socket write (writeOncePerTurn) rather than with
+    // ioredis' auto-pipelining, which has only one batch in flight at a time.
+    enableAutoPipelining: false,
     ...options.redis,
   };
   const credentials = { ...(target.kind === "cluster" && target.username ? { username: target.username } : {}), ...(target.kind === "cluster" && target.password ? { password: target.password } : {}) };
   if (target.kind === "cluster") guardClusterPipelines(); // see cluster-pipelines.ts: replies astray after a failover
   const client =
     target.kind === "standalone"
-      ? new Redis(target.url, base)
+      ? writeOncePerTurn(new Redis(target.url, base))
       : new Cluster(target.nodes, {
           enableOfflineQueue: !failFast,
           // Not on a Cluster: its auto-pipelines write to a node connection directly, so a write issued just as the

@@ -153,7 +153,7 @@ function writeDurablyPending<T = unknown>(client: RedisClient, key: string, writ
 /** {@link runScript} for a script that writes: the same call, durable per the client's replica policy. */
 export function runDurableScript(client: RedisClient, script: LuaScript, keys: string[], args: (string | number)[], options: DurableWriteOptions = {}): Promise<unknown> {
   const durability = durabilities.get(client);
-  // Without a policy: the plain call, which keeps the client's auto-pipelining (standalone) and costs nothing.
+  // Without a policy: the plain call, written with the turn's other commands (standalone, see writeOncePerTurn), costing nothing.
   if (!durability) return runScript(client, script, keys, args);
   try {
     checkScriptCall(script, keys, args);

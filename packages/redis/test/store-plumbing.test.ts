@@ -157,12 +157,19 @@ describe.skipIf(inject("redisSkipReason"))("many change feeds on one client", ()
  * What the ID generator's lease renewal did under load: its script was registered on the shared client at its first
  * run, 60 s after start, while requests kept the auto-pipeline filling. ioredis then queued a callback but no command,
  * threw "pipeline[…] is not a function", misaligned the pipeline's replies and killed the process with an uncaught
- * "results[i] is not iterable". Our standalone client pipelines automatically; so may a Cluster client a user of the ID
- * generator brings (ours does not: see createRedis).
+ * "results[i] is not iterable". Our clients no longer use ioredis' auto-pipelining (see createRedis), but a client a user of
+ * the ID generator brings may, standalone or Cluster.
  */
 describe.skipIf(inject("redisSkipReason"))("a script first run while the client's auto-pipeline is filling", () => {
   const clients: [string, () => Promise<RedisClient>][] = [
-    ["standalone (createRedis)", () => connectRedis(inject("redisUrl"))],
+    [
+      "standalone with enableAutoPipelining",
+      async () => {
+        const client = new Redis(inject("redisUrl"), { enableAutoPipelining: true });
+        await new Promise((resolve, reject) => client.once("ready", resolve).once("error", reject));
+        return client;
+      },
+    ],
     [
       "Cluster with enableAutoPipelining",
       async () => {

@@ -179,7 +179,7 @@ export async function createRedisSecurityStore(client: RedisClient, options: Red
     async openAudit(entries) {
       if (entries.length === 0) return;
       const fields = entries.flatMap((e) => [e.id, JSON.stringify(e)]);
-      // durable per the client's replica policy; without one the plain command (auto-pipelined, no pipeline of its own)
+      // durable per the client's replica policy; without one the plain command (written with the turn's other commands, no pipeline of its own)
       await call(() => (durableWriterOf(client) ? writeDurably(client, keys.auditOpen, (batch) => batch.hset(keys.auditOpen, ...fields)) : client.hset(keys.auditOpen, ...fields)));
     },
     async appendAudit(entries, maxEntries, skipLoggedAmong = 0) {

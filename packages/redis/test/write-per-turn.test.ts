@@ -1,0 +1,78 @@
+import { startRedis, type RedisServer } from "@gov/testkit";
+import type { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { connectRedis, quitQuietly } from "../src/index.js";
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** The standalone client of createRedis: a turn's commands in one socket write, later turns' not held back. */
+describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one per event-loop turn", () => {
+  let redis: RedisServer;
+  let client: Redis;
+  beforeAll(async () => {
+    redis = await startRedis(); // its own server: the test stops it
+    client = (await connectRedis(redis.url)) as Redis;
+  });
+  afterAll(async () => {
+    if (redis?.pid) process.kill(redis.pid, "SIGCONT"); // never leave a stopped process behind
+    await quitQuietly(client);
+    await redis?.stop();
+  });
+
+  it("the commands issued in one turn leave in one socket write", async () => {
+    const socket = client.stream;
+    let writes = 0;
+    // what a net.Socket does with the bytes it is given: each call is one write to the kernel
+    const own = { write: socket._write, writev: socket._writev };
+    socket._write = function (...args) {
+      writes++;
+      return own.write.apply(this, args);
+    };
+    socket._writev = function (...args) {
+      writes++;
+      return own.writev!.apply(this, args);
+    };
+    try {
+      const replies = Array.from({ length: 50 }, (_, i) => client.set(`{turn}:${i}`, String(i)));
+      expect(await Promise.all(replies)).toEqual(Array(50).fill("OK"));
+      expect(writes).toBe(1);
+    } finally {
+      socket._write = own.write;
+      socket._writev = own.writev;
+    }
+  });
+
+  it("a later turn's commands are sent while an earlier turn's are still unanswered", async () => {
+    const socket = client.stream;
+    process.kill(redis.pid!, "SIGSTOP");
+    let first: Promise<unknown>;
+    let second: Promise<unknown>;
+    try {
+      first = client.set("{turn}:first", "1");
+      await nextTurn();
+      const sentFirst = socket.bytesWritten;
+      second = client.set("{turn}:second", "2");
+      await nextTurn();
+      // ioredis' auto-pipelining held the second command back until the first one's reply came: Redis, stopped, sends none
+      expect(socket.bytesWritten).toBeGreaterThan(sentFirst);
+      expect(socket.writableLength).toBe(0); // handed to the kernel, not buffered here
+    } finally {
+      process.kill(redis.pid!, "SIGCONT");
+    }
+    expect(await Promise.all([first!, second!])).toEqual(["OK", "OK"]);
+    expect(await client.mget("{turn}:first", "{turn}:second")).toEqual(["1", "2"]);
+  });
+
+  it("a command still in its turn's socket buffer when the connection drops is handled as one written and unanswered", async () => {
+    const dropping = (await connectRedis(redis.url)) as Redis;
+    try {
+      const write = dropping.set("{turn}:dropped", "1");
+      dropping.stream.destroy(); // in the same turn: the command has not left the corked socket
+      // ioredis sends an unanswered command again once the connection is back (maxRetriesPerRequest: once)
+      expect(await write).toBe("OK");
+      expect(await client.get("{turn}:dropped")).toBe("1");
+    } finally {
+      dropping.disconnect();
+    }
+  });
+});
