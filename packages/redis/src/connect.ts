@@ -79,11 +79,12 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
           // Not on a Cluster: its auto-pipelines write to a node connection directly, so a write issued just as the
           // nodes go away fails with "Connection is closed." (which may mean "sent, no answer") where the routed
           // command fails with "Cluster isn't ready" (surely unsent): callers would get "outcome unknown" for writes
-          // that provably never left. Each routed command still goes out in its own write.
+          // that provably never left. Each command is still routed as it is issued; its node's connection then writes
+          // the turn's commands in one write (writeOncePerTurn, below).
           enableAutoPipelining: false,
           clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
           redisOptions: { ...base, enableAutoPipelining: false, ...credentials },
-        });
+        }).on("+node", (node: Redis) => writeOncePerTurn(node));
   // Connection errors reach callers as failed commands; without a listener ioredis would also print each retry.
   client.on("error", () => {});
   return client;

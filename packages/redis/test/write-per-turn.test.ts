@@ -1,9 +1,30 @@
 import { startRedis, type RedisServer } from "@gov/testkit";
-import type { Redis } from "ioredis";
+import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connectRedis, quitQuietly } from "../src/index.js";
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+type Socket = Redis["stream"];
+
+/** Counts what the sockets hand the kernel: each `_write` or `_writev` of a net.Socket is one write. */
+function countWrites(sockets: Socket[]) {
+  const counter = { count: 0, restore: () => {} };
+  const restores = sockets.map((socket) => {
+    const own = { write: socket._write, writev: socket._writev };
+    socket._write = function (...args) {
+      counter.count++;
+      return own.write.apply(this, args);
+    };
+    socket._writev = function (...args) {
+      counter.count++;
+      return own.writev!.apply(this, args);
+    };
+    return () => Object.assign(socket, { _write: own.write, _writev: own.writev });
+  });
+  counter.restore = () => restores.forEach((r) => r());
+  return counter;
+}
 
 /** The standalone client of createRedis: a turn's commands in one socket write, later turns' not held back. */
 describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one per event-loop turn", () => {
@@ -20,25 +41,13 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
   });
 
   it("the commands issued in one turn leave in one socket write", async () => {
-    const socket = client.stream;
-    let writes = 0;
-    // what a net.Socket does with the bytes it is given: each call is one write to the kernel
-    const own = { write: socket._write, writev: socket._writev };
-    socket._write = function (...args) {
-      writes++;
-      return own.write.apply(this, args);
-    };
-    socket._writev = function (...args) {
-      writes++;
-      return own.writev!.apply(this, args);
-    };
+    const writes = countWrites([client.stream]);
     try {
       const replies = Array.from({ length: 50 }, (_, i) => client.set(`{turn}:${i}`, String(i)));
       expect(await Promise.all(replies)).toEqual(Array(50).fill("OK"));
-      expect(writes).toBe(1);
+      expect(writes.count).toBe(1);
     } finally {
-      socket._write = own.write;
-      socket._writev = own.writev;
+      writes.restore();
     }
   });
 
@@ -73,6 +82,25 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
       expect(await client.get("{turn}:dropped")).toBe("1");
     } finally {
       dropping.disconnect();
+    }
+  });
+});
+
+describe.skipIf(inject("redisSkipReason"))("a Cluster client's writes, one per event-loop turn and node", () => {
+  it("the commands issued in one turn for one node leave in one socket write", async () => {
+    const cluster = (await connectRedis(inject("redisClusterUrl"))) as Cluster;
+    try {
+      await cluster.set("{turn}:warm", "1"); // the slot's node connection is open and ready
+      const writes = countWrites(cluster.nodes("master").flatMap((node) => (node.stream ? [node.stream] : [])));
+      try {
+        const replies = Array.from({ length: 50 }, (_, i) => cluster.set(`{turn}:${i}`, String(i)));
+        expect(await Promise.all(replies)).toEqual(Array(50).fill("OK"));
+        expect(writes.count).toBe(1); // each routed command in its own write before
+      } finally {
+        writes.restore();
+      }
+    } finally {
+      await quitQuietly(cluster);
     }
   });
 });
