@@ -46,8 +46,9 @@ describeHostileTokens("registry service (security on)", {
   auth,
 });
 
-// The token attacks again with the signing key generated once and kept in Redis (as replicas share it), not in memory:
-// a forged, alg:none or wrong-secret token is refused against the stored key just the same.
+// Again on Redis, with the signing key generated once and kept there (as replicas share it), not in memory: a forged,
+// alg:none or wrong-secret token is refused against the stored key just the same, and the security service's Redis
+// store takes the whole suite.
 for (const redis of securityTargets().filter((t) => t.name === "redis")) {
   describe.skipIf(redis.skip)("with the key stored in Redis", () => {
     let onRedis: SecureProcess | undefined;
@@ -57,12 +58,29 @@ for (const redis of securityTargets().filter((t) => t.name === "redis")) {
       redisTokens = await onRedis.login("root", ROOT_PASSWORD);
     });
     afterAll(() => onRedis?.close());
+    const onRedisTarget = () => ({ restUrl: onRedis!.url, connectUrl: onRedis!.url, grpcUrl: onRedis!.grpcUrl });
+    const redisAuth = { token: () => redisTokens.accessToken, refreshToken: () => redisTokens.refreshToken, publicMethods: ["Login", "Refresh"] };
+    // the security service's own store on Redis: users, roles and the audit log under the whole suite
+    describeHostileInput("security service (all-in-one, Redis, security on)", {
+      service: SecurityService,
+      target: onRedisTarget,
+      pathValues: { username: "someone", role_name: "somerole" },
+      limits,
+      auth: redisAuth,
+    });
     describeHostileTokens("config service (security on, Redis)", {
       service: ConfigService,
-      target: () => ({ restUrl: onRedis!.url, connectUrl: onRedis!.url, grpcUrl: onRedis!.grpcUrl }),
+      target: onRedisTarget,
       pathValues: { namespace: "{hostile}", config_id: "a.yaml", target_version: "1", version: "1" },
       limits,
-      auth: { token: () => redisTokens.accessToken, refreshToken: () => redisTokens.refreshToken },
+      auth: redisAuth,
+    });
+    describeHostileTokens("registry service (security on, Redis)", {
+      service: RegistryService,
+      target: onRedisTarget,
+      pathValues: { namespace: "{hostile}", service_id: "order", instance_id: "order@http#h#1" },
+      limits,
+      auth: redisAuth,
     });
   });
 }
