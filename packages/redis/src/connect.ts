@@ -1,5 +1,6 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { guardClusterPipelines } from "./cluster-pipelines.js";
+import { resendOnlyAwaited } from "./resend-awaited.js";
 import { writeOncePerTurn } from "./write-per-turn.js";
 
 /** A standalone client or a cluster client; both speak the same commands. */
@@ -73,22 +74,36 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
   if (target.kind === "cluster") guardClusterPipelines(); // see cluster-pipelines.ts: replies astray after a failover
   const client =
     target.kind === "standalone"
-      ? writeOncePerTurn(new Redis(target.url, base))
+      ? withOurConnections(new Redis(target.url, base))
       : new Cluster(target.nodes, {
           enableOfflineQueue: !failFast,
           // Not on a Cluster: its auto-pipelines write to a node connection directly, so a write issued just as the
           // nodes go away fails with "Connection is closed." (which may mean "sent, no answer") where the routed
           // command fails with "Cluster isn't ready" (surely unsent): callers would get "outcome unknown" for writes
           // that provably never left. Each command is still routed as it is issued; its node's connection then writes
-          // the turn's commands in one write (writeOncePerTurn, below).
+          // the turn's commands in one write (see withOurConnections).
           enableAutoPipelining: false,
           clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
           redisOptions: { ...base, enableAutoPipelining: false, ...credentials },
-        }).on("+node", (node: Redis) => writeOncePerTurn(node));
+        });
   // Connection errors reach callers as failed commands; without a listener ioredis would also print each retry.
   client.on("error", () => {});
+  return withOurConnections(client);
+}
+
+/**
+ * How every connection to Redis we make writes: a turn's commands in one write without waiting for earlier replies
+ * (writeOncePerTurn), and never a command whose caller has had its answer (resendOnlyAwaited). On a Cluster, on each
+ * node's connection as it is made. Returns `client`.
+ */
+function withOurConnections<T extends RedisClient>(client: T): T {
+  if (client instanceof Cluster) client.on("+node", (node: Redis) => resendOnlyAwaited(writeOncePerTurn(node)));
+  else resendOnlyAwaited(writeOncePerTurn(client as Redis));
   return client;
 }
+
+/** A second client to the same server(s), with the same options, connections and habits as `client`. */
+export const duplicateRedis = (client: RedisClient): RedisClient => withOurConnections(client instanceof Cluster ? client.duplicate() : client.duplicate());
 
 /** Creates the client and waits until it is ready, so that fail-fast commands do not fail at startup. */
 export async function connectRedis(url: string, options: ConnectOptions & { timeoutMs?: number } = {}): Promise<RedisClient> {

@@ -1,5 +1,5 @@
 import { Cluster, Command, type ChainableCommander } from "ioredis";
-import type { RedisClient } from "./connect.js";
+import { duplicateRedis, type RedisClient } from "./connect.js";
 import { checkScriptCall, runScript, type LuaScript } from "./scripts.js";
 import { UnderReplicatedWriteError } from "./store-errors.js";
 
@@ -73,7 +73,7 @@ export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy
   await closeDurableWriter(client); // a second policy replaces the first (and its connection)
   if (policy.minReplicas <= 0) return async () => {};
   if (!(policy.timeoutMs > 0)) throw new Error("a replica acknowledgement timeout must be > 0 ms (WAIT 0 blocks forever)");
-  const writer: RedisClient = client instanceof Cluster ? client.duplicate() : client.duplicate();
+  const writer = duplicateRedis(client);
   writer.on("error", () => {}); // failures reach the writes; see createRedis
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the durable writes' Redis connection was not ready within ${readyTimeoutMs} ms`)), readyTimeoutMs);
