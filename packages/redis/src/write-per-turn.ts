@@ -5,13 +5,14 @@ type Socket = NonNullable<Redis["stream"]>;
 /**
  * Makes the commands `client` sends in one turn of the event loop leave in one socket write, without waiting for
  * earlier turns' replies; returns `client`. One write per command would cost the process and Redis a syscall per
- * command, the biggest single item of a config PUT's CPU time (~30 % more CPU per PUT). ioredis' own auto-pipelining also batches a turn's commands, but keeps one batch in flight at
- * a time: commands issued while a batch is unanswered wait for all of its replies, so the process idled while Redis
- * worked through a batch and Redis idled while the process gathered the next one (a config `PUT` on Redis under
- * `wrk -c32`: the gateway idle ~18 % of the time at full load). Here the connection is corked at a turn's first
- * command and uncorked in that turn's check phase (`setImmediate`: after every I/O callback of the turn), so one
- * write carries the turn's commands however many are still unanswered, and replies come back as Redis answers them:
- * measured on the same PUT load, 10–20 % more requests a second at less CPU per request and half the p99.
+ * command, the biggest single item of a config PUT's CPU time (~30 % more CPU per PUT). ioredis' own auto-pipelining
+ * also batches a turn's commands, but keeps one batch in flight at a time: commands issued while a batch is
+ * unanswered wait for all of its replies, so the process idled while Redis worked through a batch and Redis idled
+ * while the process gathered the next one (a config `PUT` on Redis under `wrk -c32`: the gateway idle ~18 % of the
+ * time at full load). Here the connection is corked at a turn's first command and uncorked in that turn's check phase
+ * (`setImmediate`: after every I/O callback of the turn), so one write carries the turn's commands however many are
+ * still unanswered, and replies come back as Redis answers them: measured on the same PUT load, 10–20 % more requests
+ * a second at less CPU per request and half the p99.
  *
  * Only a ready, writable connection is corked: a command issued while the connection is down still fails at once
  * with "Stream isn't writeable" (known unsent). To ioredis a corked command is written: when the connection drops
