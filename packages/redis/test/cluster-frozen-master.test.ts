@@ -1,0 +1,105 @@
+import { masterPortForKey, pauseProcesses, resumeProcesses, startRedisCluster, type RedisClusterServers } from "@gov/testkit";
+import type { Cluster } from "ioredis";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { connectRedis, quitQuietly, type RedisClient } from "../src/index.js";
+
+/**
+ * A Cluster master that freezes (SIGSTOP: its connections stay open, nothing is answered — an overloaded or stalled
+ * host) is failed over by the Cluster to its replica. The client must find the new master by itself, although no
+ * error it recognises (MOVED, a closed connection) ever arrives — only command timeouts — and a write that timed out
+ * on the frozen master must never land later, over a newer acknowledged write.
+ */
+describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master that freezes and is failed over", () => {
+  let cluster: RedisClusterServers;
+  let client: RedisClient;
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3, { replicas: 1 });
+    client = await connectRedis(cluster.url, { commandTimeoutMs: 500 });
+  }, 40_000);
+  afterAll(async () => {
+    if (cluster) resumeProcesses(cluster.pids); // never leave a stopped process behind
+    if (client) await quitQuietly(client);
+    await cluster?.stop();
+  });
+
+  /** How the frozen master ends: it wakes up (and rejoins as a replica), or it dies frozen. */
+  const endings = [
+    { ending: "wakes up", victim: 0 },
+    { ending: "dies without waking", victim: 1 },
+  ];
+  it.each(endings)("a write that timed out never lands over a newer one, and the client finds the new master: the old master $ending", { timeout: 60_000 }, async ({ ending, victim: v }) => {
+    const victim = cluster.masters[v];
+    const witness = cluster.masters[2].port; // a node that stays up, asked where the key's slot lives
+    let tag = 0;
+    while ((await masterPortForKey(witness, `{frozen-${tag}}k`)) !== victim.port) tag++;
+    const key = `{frozen-${tag}}k`;
+    expect(await client.set(key, "A")).toBe("OK");
+    // ioredis drops its connection to the old master once a slot refresh no longer lists it; that connection holds
+    // the timed-out write, which ioredis' Cluster used to send again (its "connection closed" retry) to the new master.
+    const victimConnection = (client as Cluster).nodes("all").find((n) => n.options.port === victim.port)!;
+    const closed = new Promise<number>((resolve) => victimConnection.once("close", () => resolve(performance.now())));
+
+    const other = await connectRedis(cluster.url); // another gateway's client
+    const resume = pauseProcesses([victim.pid]);
+    try {
+      const late = (await client.set(key, "B").catch((e: unknown) => e)) as Error;
+      expect(late.message).toMatch(/timed out/); // its caller was told: outcome unknown
+      const frozenAt = performance.now();
+      await expect.poll(() => masterPortForKey(witness, key), { timeout: 20_000, interval: 100 }).not.toBe(victim.port);
+      await expect.poll(() => masterPortForKey(witness, key), { timeout: 20_000, interval: 100 }).toBeDefined();
+      const failedOverAt = performance.now();
+      // Meanwhile a newer value is written and acknowledged through another gateway.
+      await expect.poll(() => other.set(key, "C").catch((e: unknown) => (e as Error).message), { timeout: 15_000, interval: 100 }).toBe("OK");
+
+      // The first client finds the promoted replica by itself while the old master is still frozen (it used to keep
+      // sending to the frozen one for as long as it stayed frozen), and the timed-out write stays unsent.
+      await expect.poll(() => client.get(key).catch((e: unknown) => (e as Error).message), { timeout: 15_000, interval: 100 }).toBe("C");
+      console.info(`failover ${Math.round(failedOverAt - frozenAt)} ms after the timed-out write; the client read the new master ${Math.round(performance.now() - failedOverAt)} ms after it`);
+      // ioredis retries the commands of a closed connection 100 ms after it has failed them (before it emits "close"),
+      // starting a slot refresh as it does: a refresh that ends later than that comes after the retry.
+      const closedAt = await closed;
+      while (((await new Promise((resolve) => client.once("refresh", () => resolve(performance.now())))) as number) < closedAt + 105);
+      expect(await other.get(key)).toBe("C");
+      if (ending === "dies without waking") process.kill(victim.pid, "SIGKILL");
+    } finally {
+      resume();
+      await quitQuietly(other);
+    }
+    if (ending === "wakes up") {
+      // It reads the timed-out write from its socket and learns it lost its slots: the write is not applied for good
+      // there either. Wait until it has rejoined as a replica and caught up.
+      const direct = await connectRedis(`redis://127.0.0.1:${victim.port}`);
+      try {
+        await direct.call("READONLY"); // a replica answers reads of its master's slots
+        const rejoined = async () => /role:slave[\s\S]*master_link_status:up/.test(String(await direct.info("replication").catch(() => "")));
+        await expect.poll(rejoined, { timeout: 20_000, interval: 100 }).toBe(true);
+        await expect.poll(() => direct.call("GET", key).catch(() => undefined), { timeout: 10_000, interval: 50 }).toBe("C");
+      } finally {
+        await quitQuietly(direct);
+      }
+    }
+    expect(await client.get(key)).toBe("C");
+    expect(await client.set(key, "D")).toBe("OK");
+    expect(await client.get(key)).toBe("D");
+  });
+  it("a client that sends nothing while the master is frozen finds the new master too: its next command succeeds at once", { timeout: 60_000 }, async () => {
+    const victim = cluster.masters[2]; // the two tests above failed masters 0 and 1 over; 0 is back, as a replica
+    const witness = cluster.masters[0].port;
+    let tag = 0;
+    while ((await masterPortForKey(witness, `{idle-${tag}}k`)) !== victim.port) tag++;
+    const key = `{idle-${tag}}k`;
+    expect(await client.set(key, "A")).toBe("OK");
+    const resume = pauseProcesses([victim.pid]);
+    try {
+      await expect.poll(() => masterPortForKey(witness, key), { timeout: 20_000, interval: 100 }).not.toBe(victim.port);
+      await expect.poll(() => masterPortForKey(witness, key), { timeout: 20_000, interval: 100 }).toBeDefined();
+      // No command timed out to prompt it: the client's own periodic refresh (two, so that one began after the
+      // failover) has to find the promoted replica.
+      for (let refreshes = 0; refreshes < 2; refreshes++) await new Promise((resolve) => client.once("refresh", resolve));
+      expect(await client.set(key, "B")).toBe("OK");
+    } finally {
+      resume();
+    }
+    expect(await client.get(key)).toBe("B");
+  });
+});
