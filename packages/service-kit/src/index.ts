@@ -1,5 +1,6 @@
 export { checkNamespace, type NamespaceRule } from "./namespace.js";
 export { perRecord } from "./per-record.js";
+export { fanOutPacer, paceFanOut, FAN_OUT_BYTES_PER_TURN } from "./fan-out-pacer.js";
 export { settleNextTickShape } from "./next-tick-shape.js";
 export { fromBinaryInTurns, jsonTexts, largeListsSerialization, mapInTurns, prepareLargeLists, LARGE_LIST, type JsonTexts } from "./large-lists.js";
 export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError, errorInterceptor, outageError, outageLogFields, toConnectError } from "./errors.js";

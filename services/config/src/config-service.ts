@@ -13,7 +13,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, excerpt, limitExceeded, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, excerpt, limitExceeded, paceFanOut, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -192,7 +192,12 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
 
     async *watchConfig(req, ctx: HandlerContext) {
       checkTarget(req.namespace, req.configId);
-      const message = (op: string, config?: ConfigRecord) => (config ? watchMessageOf(config, op) : create(WatchConfigResponseSchema, { op, configId: req.configId }));
+      // A large config's change reaches its many watchers over several turns of the event loop, not all in one.
+      const message = async (op: string, config?: ConfigRecord) => {
+        if (config === undefined) return create(WatchConfigResponseSchema, { op, configId: req.configId });
+        await paceFanOut(config.data.length);
+        return watchMessageOf(config, op);
+      };
       // Subscribe before the first read so that no change between the two is lost.
       const changes = watchChanges(store, (c: ConfigChange) => c.namespace === req.namespace && c.configId === req.configId, ctx.signal);
       try {
@@ -201,7 +206,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
         // that produced what the client has, and is dropped as already seen.
         let seen = first?.version ?? 0;
         let present = first !== undefined;
-        yield message("current", first);
+        yield await message("current", first);
         // From here on a store outage (a failover) delays the next message instead of ending the watch.
         const read = <T>(r: () => Promise<T>) => readThroughOutage(r, ctx.signal);
         for await (const change of changes) {
@@ -211,7 +216,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
             // again, and those new versions must not pass for already seen. The resync's re-read is the new baseline.
             seen = now?.version ?? 0;
             present = now !== undefined;
-            yield message("resync", now);
+            yield await message("resync", now);
             continue;
           }
           if (change.op === "remove") {
@@ -219,7 +224,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
             if (!present || change.version < seen) continue;
             present = false;
             seen = change.version;
-            yield message("remove");
+            yield await message("remove");
             continue;
           }
           // Published before the read that produced what the client has: already seen — unless the config is gone (its
@@ -240,7 +245,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
           if (record === undefined) continue; // removed since: its remove event follows
           seen = record.version;
           present = true;
-          yield message(change.op, record);
+          yield await message(change.op, record);
         }
       } finally {
         changes.close(); // also when the watch ends before its change loop (a failed read, a HEAD, a cancel)
