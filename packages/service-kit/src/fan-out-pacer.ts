@@ -1,16 +1,17 @@
 /**
  * Bytes of stream messages let out in one turn of the event loop before the next message waits for the next turn. A
- * change to a large config fans out to every watcher in the same turn — each watcher's message is written to its
- * socket in the microtasks that follow — and 300 watchers of a 1 MiB config held the loop ~270–300 ms (every other
- * request waited), though each message was serialized once. Writing a MiB into a loopback socket costs ~1 ms, so a
- * turn now writes about 8 ms of them, and other requests are served in between.
+ * change to a large config fans out to every watcher in the same turn — each watcher's message is serialized (Connect
+ * and gRPC streams do it per watcher; SSE once) and written to its socket in the microtasks that follow — and 200
+ * watchers of a 1 MiB config held the loop ~250 ms on SSE, ~500 ms on gRPC-Web and ~800 ms on a Connect JSON stream:
+ * every other request waited. A MiB costs ~1 ms to write and up to ~4 ms to serialize and write, so a turn now lets out
+ * 2 MiB, and other requests are served in between (the same fan-out: 15–23 ms at most).
  */
-export const FAN_OUT_BYTES_PER_TURN = 8 * 1024 * 1024;
+export const FAN_OUT_BYTES_PER_TURN = 2 * 1024 * 1024;
 
 /**
  * Returns `pace(bytes)`: call it before handing a stream message of about `bytes` to its receiver; it resolves at once
  * while this turn's budget lasts (a first message always goes, however large), and otherwise in a later turn, first
- * come first served. Small messages never wait in practice: 8 MiB is ~4,000 messages of 2 KiB in one turn.
+ * come first served. Small messages seldom wait: 2 MiB is ~1,000 messages of 2 KiB in one turn.
  */
 export function fanOutPacer(bytesPerTurn = FAN_OUT_BYTES_PER_TURN): (bytes: number) => Promise<void> | undefined {
   let spent = 0;
