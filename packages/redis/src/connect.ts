@@ -1,6 +1,6 @@
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { guardClusterPipelines } from "./cluster-pipelines.js";
-import { refreshSlotsOnTimeout, SLOTS_REFRESH_INTERVAL_MS } from "./slot-refresh.js";
+import { keepSlotsCurrent } from "./slot-refresh.js";
 import { resendOnlyAwaited } from "./resend-awaited.js";
 import { writeOncePerTurn } from "./write-per-turn.js";
 
@@ -85,8 +85,6 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
           // the turn's commands in one write (see withOurConnections).
           enableAutoPipelining: false,
           clusterRetryStrategy: (times) => Math.min(times * 100, 2000),
-          // A frozen master's failover is learnt from timeouts too (see slot-refresh.ts).
-          slotsRefreshInterval: SLOTS_REFRESH_INTERVAL_MS,
           redisOptions: { ...base, enableAutoPipelining: false, ...credentials },
         });
   // Connection errors reach callers as failed commands; without a listener ioredis would also print each retry.
@@ -97,11 +95,11 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
 /**
  * How every connection to Redis we make writes: a turn's commands in one write without waiting for earlier replies
  * (writeOncePerTurn), and never a command whose caller has had its answer (resendOnlyAwaited). On a Cluster, on each
- * node's connection as it is made, and a timed-out command makes the client look for a new master (refreshSlotsOnTimeout).
+ * node's connection as it is made, and the slot map is kept current without errors to prompt it (keepSlotsCurrent).
  * Returns `client`.
  */
 function withOurConnections<T extends RedisClient>(client: T): T {
-  if (client instanceof Cluster) refreshSlotsOnTimeout(client).on("+node", (node: Redis) => resendOnlyAwaited(writeOncePerTurn(node)));
+  if (client instanceof Cluster) keepSlotsCurrent(client).on("+node", (node: Redis) => resendOnlyAwaited(writeOncePerTurn(node)));
   else resendOnlyAwaited(writeOncePerTurn(client as Redis));
   return client;
 }

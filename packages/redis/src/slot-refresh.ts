@@ -4,9 +4,9 @@ import type { Cluster } from "ioredis";
  * How often a Cluster client asks for the slot map unprompted. ioredis learns a new map only from errors it recognises
  * (MOVED, a closed connection); a master that freezes rather than dies sends none — its commands just time out — and
  * after the Cluster had promoted its replica, every write to its slots kept timing out for as long as it stayed frozen
- * (the machine-id lease was lost a few minutes later). A refresh costs ~2.7 ms of CPU (a short connection, CLUSTER
- * SLOTS, ioredis' 16,384-slot table), so it is not run every second on every client: a timed-out command asks at once
- * (below), and this interval catches a client that sends nothing meanwhile.
+ * (the machine-id lease was lost a few minutes later), and a subscriber on it heard nothing, unaware. A refresh costs
+ * ~2.7 ms of CPU (a short connection, CLUSTER SLOTS, ioredis' 16,384-slot table), so it is not run every second on
+ * every client: a timed-out command asks at once (below), and this interval catches a client that sends nothing.
  */
 export const SLOTS_REFRESH_INTERVAL_MS = 5000;
 
@@ -14,12 +14,16 @@ export const SLOTS_REFRESH_INTERVAL_MS = 5000;
 const TIMEOUT_REFRESH_GAP_MS = 500;
 
 /**
- * Makes `cluster` ask for the slot map when one of its commands times out: the node that did not answer may have been
- * failed over while it was unreachable, and the new master is then found as soon as the Cluster has promoted it.
- * It hooks ioredis' `handleError`, through which every failure of a routed command passes (a success costs nothing);
- * a pipeline's timed-out command does not pass there, the next routed one's does. Returns `cluster`.
+ * Keeps `cluster`'s slot map current when a master is failed over without an error reaching the client: it asks for
+ * the map every SLOTS_REFRESH_INTERVAL_MS, and at once when one of its commands times out (the node that did not
+ * answer may have been failed over while it was unreachable). Returns `cluster`.
+ *
+ * Not ioredis' own `slotsRefreshInterval`: a client quit while one of its refreshes is under way starts the next round
+ * anyway, and every round after it, for good — a timer that kept a stopped process alive. This timer is unref'd and
+ * ends with the client. The timeout hook is ioredis' `handleError`, through which every failure of a routed command
+ * passes (a success costs nothing); a pipeline's timed-out command does not pass there, the next routed one's does.
  */
-export function refreshSlotsOnTimeout(cluster: Cluster): Cluster {
+export function keepSlotsCurrent(cluster: Cluster): Cluster {
   const handleError = cluster.handleError;
   let askedAt = -Infinity;
   cluster.handleError = function (this: Cluster, error, ttl, handlers) {
@@ -29,5 +33,7 @@ export function refreshSlotsOnTimeout(cluster: Cluster): Cluster {
     }
     return handleError.call(this, error, ttl, handlers);
   };
+  const timer = setInterval(() => cluster.status === "ready" && cluster.refreshSlotsCache(), SLOTS_REFRESH_INTERVAL_MS).unref();
+  cluster.once("end", () => clearInterval(timer));
   return cluster;
 }

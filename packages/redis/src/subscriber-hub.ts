@@ -2,6 +2,7 @@ import type { EventEmitter } from "node:events";
 import { Cluster, type Redis } from "ioredis";
 import type { RedisClient } from "./connect.js";
 import { quitQuietly } from "./outage.js";
+import { keepSlotsCurrent } from "./slot-refresh.js";
 
 /** What a subscriber hears about its pattern. */
 export interface PatternHandlers {
@@ -78,7 +79,8 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
   };
 
   const open = (): RedisClient => {
-    const s = client instanceof Cluster ? client.duplicate() : client.duplicate();
+    // A Cluster's subscriber must move off a frozen node, which sends neither messages nor errors (keepSlotsCurrent).
+    const s = client instanceof Cluster ? keepSlotsCurrent(client.duplicate()) : client.duplicate();
     const events = s as EventEmitter; // Redis and Cluster overload on() differently
     events.on("pmessage", (pattern: string, channel: string, message: string) => {
       for (const e of entries) if (e.pattern === pattern) e.on.message(channel, message);
