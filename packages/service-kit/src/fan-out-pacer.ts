@@ -11,7 +11,9 @@ export const FAN_OUT_BYTES_PER_TURN = 2 * 1024 * 1024;
 /**
  * Returns `pace(bytes)`: call it before handing a stream message of about `bytes` to its receiver; it resolves at once
  * while this turn's budget lasts (a first message always goes, however large), and otherwise in a later turn, first
- * come first served. Small messages seldom wait: 2 MiB is ~1,000 messages of 2 KiB in one turn.
+ * come first served. Small messages seldom wait: 2 MiB is ~1,000 messages of 2 KiB in one turn. Services call it,
+ * not a transport interceptor: the work to spread may begin before the message exists (a registry resync re-reads its
+ * whole list first), and an interceptor sees only the made message.
  */
 export function fanOutPacer(bytesPerTurn = FAN_OUT_BYTES_PER_TURN): (bytes: number) => Promise<void> | undefined {
   let spent = 0;
