@@ -2,7 +2,7 @@ import { createRedisConfigStore } from "@gov/config-service";
 import { connectRedis, createSubscriberHub, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { createRedisRegistryStore } from "@gov/registry-service";
 import { collectAudit, createRedisSecurityStore } from "@gov/security-service";
-import { masterPortForKey, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
+import { hashTagOn, patternSubscriberPort, startRedis, startRedisCluster, writeStream, type RedisClusterServers, type RedisServer } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { createTestGateway, ns } from "./harness.js";
 
@@ -31,11 +31,6 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
     await cluster?.stop();
   });
 
-  /** A `{tag}` whose keys the node on `port` serves. */
-  async function tagOn(port: number, prefix: string): Promise<string> {
-    for (let n = 0; ; n++) if ((await masterPortForKey(port, `{${prefix}-${n}}x`)) === port) return `{${prefix}-${n}}`;
-  }
-
   /**
    * A hub whose Pub/Sub connection is on a master, and that master: killing it then also cuts the change feeds, which
    * must resubscribe elsewhere and tell their followers to re-read. (ioredis picks the subscriber's node at random.)
@@ -44,12 +39,9 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
     for (let attempt = 0; attempt < 20; attempt++) {
       const candidate = createSubscriberHub(client);
       await candidate.subscribe("probe-*", { message() {}, live() {}, lost() {} }).firstLive;
-      for (const master of cluster.masters) {
-        const direct = await connectRedis(`redis://127.0.0.1:${master.port}`);
-        const list = String(await direct.call("CLIENT", "LIST"));
-        await quitQuietly(direct);
-        if (/ psub=[1-9]/.test(list)) return { hub: candidate, victim: master };
-      }
+      const port = await patternSubscriberPort(cluster.masters.map((m) => m.port));
+      const victim = cluster.masters.find((m) => m.port === port);
+      if (victim) return { hub: candidate, victim };
       await candidate.close();
     }
     throw new Error("the subscriber never connected to a master");
@@ -59,9 +51,9 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master's SIGKILL und
     const chosen = await hubOnAMaster();
     hub = chosen.hub;
     const victim = chosen.victim;
-    const configNs = `dev-${await tagOn(victim.port, "cfg")}`;
-    const registryNs = `reg-${await tagOn(victim.port, "reg")}`;
-    const systemNs = `gov-${await tagOn(victim.port, "sys")}`;
+    const configNs = `dev-${await hashTagOn(victim.port, "cfg")}`;
+    const registryNs = `reg-${await hashTagOn(victim.port, "reg")}`;
+    const systemNs = `gov-${await hashTagOn(victim.port, "sys")}`;
     const config = await createRedisConfigStore(client, { maxVersions: 100_000, kind: "redis-cluster", hub });
     const registry = await createRedisRegistryStore(client, { kind: "redis-cluster", hub });
     const security = await createRedisSecurityStore(client, { namespace: systemNs, kind: "redis-cluster", hub });

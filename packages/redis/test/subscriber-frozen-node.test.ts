@@ -1,4 +1,4 @@
-import { pauseProcesses, resumeProcesses, startRedisCluster, type RedisClusterServers } from "@gov/testkit";
+import { patternSubscriberPort, pauseProcesses, resumeProcesses, startRedisCluster, type RedisClusterServers } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connectRedis, createSubscriberHub, quitQuietly, type RedisClient, type SubscriberHub } from "../src/index.js";
 
@@ -24,19 +24,6 @@ describe.skipIf(inject("redisSkipReason"))("a subscriber hub whose Cluster node 
     await cluster?.stop();
   });
 
-  /** The port of the node whose clients include a pattern subscriber (ours: nothing else subscribes here). */
-  async function subscriberPort(skip?: number): Promise<number | undefined> {
-    for (const port of cluster.ports.filter((p) => p !== skip)) {
-      const direct = await connectRedis(`redis://127.0.0.1:${port}`);
-      try {
-        if (/ psub=[1-9]/.test(String(await direct.call("CLIENT", "LIST")))) return port;
-      } finally {
-        await quitQuietly(direct);
-      }
-    }
-    return undefined;
-  }
-
   it("its subscribers hear 'lost', then 'live' again through another node, and messages arrive again while it stays frozen", { timeout: 60_000 }, async () => {
     hub = createSubscriberHub(client);
     const received: string[] = [];
@@ -47,7 +34,7 @@ describe.skipIf(inject("redisSkipReason"))("a subscriber hub whose Cluster node 
     const publish = (m: string) => publisher.publish("frozen-feed:a", m).catch(() => 0);
     await expect.poll(async () => (await publish("before"), received.includes("before")), { timeout: 10_000, interval: 100 }).toBe(true);
 
-    const port = await subscriberPort();
+    const port = await patternSubscriberPort(cluster.ports); // ours: nothing else subscribes here
     expect(port).toBeDefined();
     const frozen = cluster.ports.indexOf(port!);
     const resume = pauseProcesses([cluster.pids[frozen]]);
@@ -55,7 +42,7 @@ describe.skipIf(inject("redisSkipReason"))("a subscriber hub whose Cluster node 
       const frozenAt = performance.now();
       await expect.poll(() => lost, { timeout: 20_000, interval: 50 }).toBeGreaterThanOrEqual(1);
       await expect.poll(() => lives, { timeout: 20_000, interval: 50 }).toBeGreaterThanOrEqual(2);
-      expect(await subscriberPort(port)).toBeDefined(); // on a live node now
+      expect(await patternSubscriberPort(cluster.ports.filter((p) => p !== port))).toBeDefined(); // on a live node now
       await expect.poll(async () => (await publish("after"), received.includes("after")), { timeout: 15_000, interval: 100 }).toBe(true);
       console.info(`subscribed again ${Math.round(performance.now() - frozenAt)} ms after the freeze (node ${port}, ${frozen < 3 ? "a master" : "a replica"})`);
     } finally {

@@ -294,3 +294,30 @@ export async function masterPortForKey(askPort: number, key: string): Promise<nu
   }
   return undefined;
 }
+
+/**
+ * Of the servers on `ports`, the first whose clients include a pattern subscriber (`psub=` in CLIENT LIST): where a
+ * process's Pub/Sub connection went (ioredis picks a Cluster's subscriber node itself). Undefined when none has one.
+ */
+export async function patternSubscriberPort(ports: number[]): Promise<number | undefined> {
+  for (const port of ports) if (/ psub=[1-9]/.test(bulkBody(await rawCommand(port, "CLIENT LIST", 1000)))) return port;
+  return undefined;
+}
+
+/** A hash tag (`{prefix-n}`) whose keys the master on `port` serves, as the node on `askPort` sees the slots. */
+export async function hashTagOn(port: number, prefix: string, askPort = port): Promise<string> {
+  for (let n = 0; ; n++) if ((await masterPortForKey(askPort, `{${prefix}-${n}}x`)) === port) return `{${prefix}-${n}}`;
+}
+
+/**
+ * Waits until a live master other than the one on `oldPort` serves `key`, as the node on `askPort` sees it (a
+ * failover: the slot is served by nobody for a moment first), and returns its port.
+ */
+export async function promotedMasterPort(askPort: number, key: string, oldPort: number, timeoutMs = 20_000): Promise<number> {
+  let port: number | undefined;
+  await waitFor(`a master other than ${oldPort} to serve ${key}`, async () => {
+    port = await masterPortForKey(askPort, key);
+    return port !== undefined && port !== oldPort;
+  }, timeoutMs);
+  return port!;
+}
