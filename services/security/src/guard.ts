@@ -8,6 +8,7 @@ import type { IdSource } from "./ids.js";
 import { isCountedRefusal, NO_OUTCOME, type AuditWriter } from "./audit-log.js";
 import { mayAccess, principalKey, type Principal } from "./principal.js";
 import type { AuditSelection } from "./settings.js";
+import { withInvisibleWrittenOut } from "./name-rules.js";
 import type { AuditRecord } from "./store/security-store.js";
 
 /** What the interceptors decide per method, worked out once from its descriptor. */
@@ -239,20 +240,16 @@ interface AuditCall {
 }
 const auditCallKey = createContextKey<AuditCall | undefined>(undefined);
 
-/** Bidirectional controls, with which a name can show as another (`\u202etoor` reads "root"). */
-const BIDI_CONTROLS = /[\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-const visible = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
-
 /**
- * Who the entry is for: the caller, or for a login (no principal yet) the user it is for — as sent by anyone, so
- * bidirectional controls in it are written out (`\u202e`): user names cannot hold them, and an entry must not show
- * a failed login as another user's.
+ * Who the entry is for: the caller, or for a login (no principal yet) the user it is for — as sent by anyone, so the
+ * characters in it that do not show are written out (`\u202e`, `\u200b`; see name-rules.ts): new user names cannot
+ * hold them, and an entry must not show a failed login as another user's.
  */
 function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: unknown): string {
   const principal = req.contextValues.get(principalKey);
   if (principal) return cap(principal.username, 256);
   if (rule.access !== Access.PUBLIC) return "";
-  return cap(String((first as { username?: unknown } | undefined)?.username ?? "").replace(BIDI_CONTROLS, visible), 256);
+  return cap(withInvisibleWrittenOut(String((first as { username?: unknown } | undefined)?.username ?? "")), 256);
 }
 
 /**

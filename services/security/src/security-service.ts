@@ -2,6 +2,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { invisibleCharacterIn } from "./name-rules.js";
 import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
 import { hashPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
@@ -27,13 +28,15 @@ function checkName(value: string, what: string): void {
 
 /**
  * A new user's or role's name, beyond {@link checkName}: no space at either end (two names that look alike), and no
- * bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E–U+200F), with which a name can show in the user list and
- * the audit log as another. Only for names being created: existing ones keep working.
+ * character that draws nothing or rearranges what is drawn (zero-width, bidirectional and other format characters, C1
+ * controls: see name-rules.ts), with which a name can show in the user list and the audit log as another. Only for
+ * names being created: existing ones keep working.
  */
 function checkNewName(value: string, what: string): void {
   checkName(value, what);
   if (value.trim() !== value) throw invalid(`${what} starts or ends with a space: remove it`);
-  if (/[\u200e\u200f\u202a-\u202e\u2066-\u2069]/.test(value)) throw invalid(`${what} contains a bidirectional control character, which would let it show as another name: remove it`);
+  const hidden = invisibleCharacterIn(value);
+  if (hidden) throw invalid(`${what} contains ${hidden}, a character that does not show (invisible, a control or a bidirectional override), which would let it pass for another name: remove it`);
 }
 
 /**

@@ -111,6 +111,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
         // a name that would show as another's ("\u202etoor" reads "root") is written out
         expect((await p.rest("POST", `/v1/authenticate/${seg("\u202etoor")}/login`, { body: { password: "x" } })).status).toBe(401);
         await expect.poll(async () => (await query(p, root, `?query=${seg("\\u202etoor")}`)).list.map((e) => e.operator), { timeout: 5000 }).toEqual(["\\u202etoor"]);
+        // so is one that reads "root" followed by a character that draws nothing (zero-width space, C1 CSI)
+        for (const [sent, written] of [["root\u200b", "root\\u200b"], ["root\u009b", "root\\u009b"]]) {
+          expect((await p.rest("POST", `/v1/authenticate/${seg(sent)}/login`, { body: { password: "x" }, headers: from("198.51.100.12") })).status).toBe(401);
+          await expect.poll(async () => (await query(p, root, `?query=${seg(written)}`)).list.map((e) => e.operator), { timeout: 5000 }).toEqual([written]);
+        }
       });
 
       it("records the status the REST API answers, whatever the protocol: failed_precondition is 412", async () => {

@@ -278,11 +278,20 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect([removeRoot.status, removeRoot.body.message]).toEqual([412, 'the super user "root" cannot be removed']);
       expect((await p.rest("POST", "/v1/users/bob", { token: root, body: { password: "x-pass" } })).status).toBe(409);
       // names that would show as another in the user list and the audit log are refused when created
-      for (const name of [" bob", "bob ", "ali\u202ecb"]) {
+      // (zero-width space, C1 CSI, soft hyphen, word joiner, Hangul filler, variation selector, tag character)
+      for (const name of [" bob", "bob ", "ali\u202ecb", "root\u200b", "root\u009b", "ro\u00adot", "root\u2060", "root\u3164", "root\ufe0f", "root\u{e0041}"]) {
         const res = await p.rest("POST", `/v1/users/${seg(name)}`, { token: root, body: { password: "x-pass-word" } });
-        expect([res.status, res.body.code], name).toEqual([400, "invalid_argument"]);
+        expect([res.status, res.body.code], JSON.stringify(name)).toEqual([400, "invalid_argument"]);
       }
-      expect((await p.rest("PUT", `/v1/roles/${seg("dev\u2066s")}`, { token: root, body: { desc: "d", resourceActionBind: [] } })).status).toBe(400);
+      const hidden = await p.rest("POST", `/v1/users/${seg("root\u200b")}`, { token: root, body: { password: "x-pass-word" } });
+      expect(hidden.body.message).toMatch(/^username contains U\+200B, a character that does not show .*: remove it$/);
+      // names in other scripts, accents and emoji show as themselves
+      for (const name of ["r\u00e9sum\u00e9", "\u65e5\u672c", "bob\u{1f600}"]) {
+        expect((await p.rest("POST", `/v1/users/${seg(name)}`, { token: root, body: { password: "x-pass-word" } })).status, name).toBe(200);
+      }
+      for (const role of ["dev\u2066s", "admin\u200b"]) {
+        expect((await p.rest("PUT", `/v1/roles/${seg(role)}`, { token: root, body: { desc: "d", resourceActionBind: [] } })).status, role).toBe(400);
+      }
       expect((await p.rest("PATCH", "/v1/users/bob/role", { token: root, body: ["no-such-role"] })).status).toBe(404);
       expect((await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "x" }] } })).status).toBe(400);
       const twice = await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "r" }, { namespace: "{dev}", action: "w" }] } });
