@@ -65,6 +65,9 @@ export const toInstance = perRecord(
       isExpired: false,
     }),
 );
+/** Errors reading a keepalive's later messages that refuse the message (not the client going away): they end the stream. */
+const REFUSALS = new Set([Code.InvalidArgument, Code.PermissionDenied, Code.Unauthenticated, Code.ResourceExhausted]);
+
 const chosenResponseOf = perRecord((r: InstanceRecord): ChooseInstanceResponse => create(ChooseInstanceResponseSchema, { instance: toInstance(r) }));
 
 const instanceNotFound = (ns: string, serviceId: string, instanceId: string) =>
@@ -231,10 +234,17 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       const { instanceId, ttlAt, ttlMs } = await register(reg);
       yield create(KeepaliveResponseSchema, { instanceId, ttlAt: timestampFromMs(ttlAt!) });
       const target = { namespace: reg.namespace, serviceId: reg.serviceId, instanceId, ttlMs };
-      // Later messages are pings; one carrying `register` again ends the stream with a refusal rather than being ignored.
+      // Later messages are pings; one carrying `register` again ends the stream with a refusal rather than being ignored,
+      // and so does one the caller's interceptors refuse (a `register` for a namespace the user may not write): a failed
+      // read of the client's side is otherwise taken for the client going away (keepalive.ts), which ends it cleanly.
       let refused: ConnectError | undefined;
+      const nextMessage = () =>
+        messages.next().catch((err: unknown) => {
+          if (err instanceof ConnectError && REFUSALS.has(err.code)) refused = err;
+          throw err;
+        });
       const pings = (async function* () {
-        for (let m = await messages.next(); !m.done; m = await messages.next()) {
+        for (let m = await nextMessage(); !m.done; m = await nextMessage()) {
           if (m.value.register) {
             refused = new ConnectError("only the first keepalive message carries `register`: later messages are pings (empty); open a new stream to register another instance", Code.InvalidArgument);
             return;

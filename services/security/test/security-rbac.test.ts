@@ -253,12 +253,31 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect((await p.rest("PUT", `/v1/namespaces/${seg(prod)}/services/order/instances`, { token: alice, body: { schema: "http", host: "h3", port: 80 } })).status).toBe(403);
       expect((await p.rest("GET", `/v1/namespaces/${seg(prod)}/configs/app.yaml`, { token: alice })).status).toBe(403);
       expect(await keepalive(alice)).toBe("kept@http#k1#80");
-      // the audit log has each keepalive's outcome as its first message decided it: refused (403), then kept (200)
+      // a later message the authorization refuses (a `register` for a namespace she may not write) ends the stream with
+      // that refusal — not cleanly, as if she had closed her side
+      const grpc = clientsOf(RegistryService, p, alice).find((c) => c.name === "grpc")!.client;
+      let answered = () => {};
+      const firstAnswered = new Promise<void>((resolve) => (answered = resolve));
+      async function* laterRefused() {
+        yield { register: { namespace: dev, serviceId: "kept", schema: "http", host: "k2", port: 80 } };
+        await firstAnswered;
+        yield { register: { namespace: prod, serviceId: "kept", schema: "http", host: "k2", port: 80 } };
+        await new Promise(() => undefined); // her side stays open: only the server can end the stream
+      }
+      const ended = (async () => {
+        for await (const res of grpc.keepalive(laterRefused())) {
+          expect(res.instanceId).toBe("kept@http#k2#80");
+          answered();
+        }
+        return "ended cleanly";
+      })().catch((err: unknown) => `${Code[ConnectError.from(err).code]}: ${ConnectError.from(err).rawMessage}`);
+      expect(await ended).toMatch(/^PermissionDenied: user "alice" has no "w" permission on namespace/);
+      // the audit log has each keepalive's outcome as its first message decided it: refused (403), then kept (200) twice
       const keepalives = async () =>
         ((await p.rest("GET", `/v1/audit-log?query=${seg("RegistryService/Keepalive")}&limit=100`, { token: root })).body.list as { operator: string; status: number }[])
           .filter((e) => e.operator === "alice")
           .map((e) => e.status);
-      await expect.poll(keepalives, { timeout: 5000 }).toEqual([200, 403]);
+      await expect.poll(keepalives, { timeout: 5000 }).toEqual([200, 200, 403]);
     });
 
     it("lock refuses a login even with the right password until unlock; root cannot be locked or removed", async () => {
