@@ -104,9 +104,10 @@ export class ServiceCache {
   }
 
   /**
-   * An instance the cache still holds past its ttl by more than this (ms) means the watch has stalled: a live
-   * registry renews what it keeps (its renewals reach the watch before the ttl the watch knows runs out) and reports an
-   * expiry within moments of it. The margin covers that moment and the clocks of this host and the registry's.
+   * An instance the cache still holds past its ttl by more than this (ms) means the watch has stalled: when the ttl a
+   * watcher holds passes, a live registry sends the instance's renewal (announced or not, see watch-instances.ts in the
+   * registry) or its expiry within moments. The margin covers that moment and the clocks of this host and the
+   * registry's.
    */
   static readonly STALL_MARGIN_MS = 5_000;
 

@@ -6,6 +6,7 @@ import { chooseWeighted as serverChooseWeighted } from "@gov/registry-service";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { chooseWeighted, ClientClosedError, createRegistryClient, NoInstanceError, toNamespace, type RegistryClient, type RegistryEvent } from "../src/index.js";
+import { ServiceCache } from "../src/discovery.js";
 import { countingTransport, spawnRegisteredChild } from "./support.js";
 
 describe("toNamespace (seed namespace rule 3)", () => {
@@ -107,6 +108,27 @@ for (const target of storeTargets()) {
       expect(a.events.at(-1)).toEqual({ type: "deregistered", instanceId: "order@http#10.0.0.1#8080" });
       await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 2000, interval: 10 });
       await expect(a.c.instances("order")).rejects.toBeInstanceOf(ClientClosedError);
+    });
+
+    it("a watch of an instance renewed every third of its TTL (no renewal announced) stays open past the stall margin: no watch-failed, the ttlAt held never long past", { timeout: 20_000 }, async () => {
+      const namespace = ns("sdk-quiet-");
+      const a = client({ serviceId: "order", namespace, ttlMs: 1000 });
+      await a.c.register({ schema: "http", host: "10.0.0.1", port: 8080 });
+      const b = client({ serviceId: "checkout", namespace });
+      await b.c.instances("order");
+      // A renewal with two thirds of the ttl left is not announced; the watch sends it once the ttl b holds passes.
+      // Before, b's cache kept the first ttlAt, and past it by the stall margin (5 s) gave the stream up as stalled.
+      let stalest = 0;
+      const until = Date.now() + 1000 + ServiceCache.STALL_MARGIN_MS + 1500;
+      while (Date.now() < until) {
+        const [held] = await b.c.instances("order");
+        stalest = Math.max(stalest, Date.now() - held.ttlAt!.getTime());
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(b.count("watch-failed")).toBe(0);
+      expect(b.log.calls).toEqual([{ method: "WatchInstances", consumer: "checkout" }]);
+      expect(stalest).toBeLessThan(1000); // past by a re-read step at most (it was seconds)
+      expect(a.count("renew-failed")).toBe(0);
     });
 
     it("drops a killed process's instance from the cache within one TTL", async () => {

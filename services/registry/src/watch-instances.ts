@@ -36,13 +36,6 @@ const instanceHash = perRecord((r: InstanceRecord) =>
   memberHash(JSON.stringify([r.instanceId, r.serviceId, r.schema, r.host, r.port, r.weight, r.isEphemeral, r.ttlAt ?? null, Object.keys(r.metadata).sort().map((k) => [k, r.metadata[k]])])),
 );
 
-/**
- * A known record that only took a ttl the client was not sent (a renewal without an event, see KnownInstances.renewed)
- * → the record the client holds for it.
- */
-const sentAs = new WeakMap<InstanceRecord, InstanceRecord>();
-const heldHash = (r: InstanceRecord) => instanceHash(sentAs.get(r) ?? r);
-
 /** The hashes of a first message's (or a resync's) instances, a few milliseconds at a time (see mapInTurns). */
 const hashesOf = (records: readonly InstanceRecord[]) => mapInTurns(records, instanceHash);
 
@@ -149,8 +142,7 @@ function readInstanceOf(event: RegistryChange, read: () => Promise<InstanceRecor
  * ttl passed: with 20 watches of a 5,000-instance service, scanning all of them at every step kept the event loop
  * busy for 100 ms at a time. A heap entry whose instance has another ttl now (or is gone) is passed over when reached.
  *
- * Also the digest of what the client holds, updated per change. That is what is known, except for ttls taken without
- * an event (`renewed`): the client keeps the instance it was sent, and so does the digest.
+ * Also the digest of what the client holds (what it was sent), updated per change.
  */
 class KnownInstances {
   readonly byId = new Map<string, InstanceRecord>();
@@ -167,8 +159,8 @@ class KnownInstances {
 
   set(r: InstanceRecord): void {
     const had = this.byId.get(r.instanceId);
-    if (had) this.digest.remove(heldHash(had));
-    this.digest.add(heldHash(r));
+    if (had) this.digest.remove(instanceHash(had));
+    this.digest.add(instanceHash(r));
     this.track(r);
     // entries passed over are many: start the heap again from what is known
     if (this.ttls.length > 2 * this.byId.size + 64) this.rebuildHeap();
@@ -179,17 +171,10 @@ class KnownInstances {
     if (r.ttlAt !== undefined) this.ttls.push(r.instanceId, r.ttlAt);
   }
 
-  /** `had` with the ttl of `read`, which the client is not sent: it keeps `had` as it was sent. */
-  renewed(had: InstanceRecord, read: InstanceRecord): void {
-    const r = { ...had, ttlAt: read.ttlAt, ttlMs: read.ttlMs };
-    sentAs.set(r, sentAs.get(had) ?? had);
-    this.set(r);
-  }
-
   delete(id: string): boolean {
     const had = this.byId.get(id);
     if (!had) return false;
-    this.digest.remove(heldHash(had));
+    this.digest.remove(instanceHash(had));
     return this.byId.delete(id);
   }
 
@@ -230,8 +215,10 @@ class KnownInstances {
  *
  * Expiry needs no server-side timer: the watch knows every instance's ttlAt and re-reads the service when the
  * earliest one passes. An instance that is gone then is reported "expired"; one that was renewed meanwhile (renewals
- * are published only now and then, see shouldPublishRenew) just gets its new ttlAt. So an expiry is delivered within
- * a few milliseconds of the ttl, on every store, whoever else is running.
+ * are published only now and then, see shouldPublishRenew) is sent as a "renew" with its new ttlAt. So an expiry is
+ * delivered within a few milliseconds of the ttl, on every store, whoever else is running; and the ttlAt a client
+ * holds is out of date by no more than that: a stream silent past the earliest ttlAt its client holds has stalled
+ * (the registry client reconnects then). At most one such renew per instance and ttl reaches a watcher.
  */
 export async function* watchInstances(
   store: RegistryStore,
@@ -295,7 +282,7 @@ export async function* watchInstances(
     yield { op: "current", instances: first, hash: known.hash() };
 
     // The earliest ttl known. A renewal without an event leaves an older ttl known: the step then reads the instance
-    // again and takes its new ttl.
+    // again and sends it with its new ttl.
     let earliest = known.earliest();
     let lastExpiryRead = Number.NEGATIVE_INFINITY;
     while (!signal.aborted) {
@@ -317,24 +304,25 @@ export async function* watchInstances(
         lastExpiryRead = now();
         const due = known.takeDue(lastExpiryRead);
         const reads = due.length === 0 ? [] : await rereadDue(due);
-        // each with the digest after its own removal: the client applies them one by one
-        const expired: { instanceId: string; hash: string }[] = [];
+        // each with the digest after its own change: the client applies them one by one
+        const changes: InstanceWatchEvent[] = [];
         due.forEach((had, i) => {
           const { at, record: r } = reads[i];
           // An id taken twice (two heap entries of one ttl, see KnownInstances) is judged once.
           if (known.byId.get(had.instanceId) !== had) return;
-          // Renewed without an event (throttled): only its new ttl is taken. Anything else that changed (metadata) has
-          // an event on its way, which must still find the difference and be sent, not be swallowed here. Missing
-          // from the read: expired if its ttl had passed then; else the (shared) read was older than its ttl, or its
-          // deregister event is on its way — it stays due.
+          // Renewed without an event (throttled): sent as it is now, new ttl and all (a metadata change read with it
+          // is then known, and its own event finds nothing new). Missing from the read: expired if its ttl had passed
+          // then; else the (shared) read was older than its ttl, or its deregister event is on its way — it stays due.
           if (!r && had.ttlAt !== undefined && had.ttlAt <= at) {
             known.delete(had.instanceId);
-            expired.push({ instanceId: had.instanceId, hash: known.hash() });
-          } else if (r && (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs)) known.renewed(had, r);
-          else known.set(had);
+            changes.push({ op: "expired", instanceId: had.instanceId, hash: known.hash() });
+          } else if (r && (r.ttlAt !== had.ttlAt || r.ttlMs !== had.ttlMs)) {
+            known.set(r);
+            changes.push({ op: "renew", instance: r, hash: known.hash() });
+          } else known.set(had);
         });
         earliest = known.earliest();
-        for (const e of expired) yield { op: "expired", ...e };
+        yield* changes;
       } else if (event.op === "deregister" || event.op === "expired") {
         if (known.delete(event.instanceId!)) yield { op: event.op, instanceId: event.instanceId!, hash: known.hash() };
         earliest = known.earliest();

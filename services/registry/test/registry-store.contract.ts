@@ -360,7 +360,7 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       }
     });
 
-    it("a watch keeps an instance that is renewed without a published renewal, and does not report it expired", async () => {
+    it("a watch keeps an instance that is renewed without a published renewal, sends its new ttl once the old one passed, and does not report it expired", async () => {
       const ns = freshNamespace();
       // The watch's clock is the test's: only the watch's own timer (set from that clock) runs in real time.
       let now = T0;
@@ -372,13 +372,13 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
         await expect.poll(() => w.ops(), { timeout: 1000 }).toEqual(["current:1"]);
         now = T0 + 40;
         expect(await store.renew(ns, "svc", r.instanceId, now)).toEqual({ ttlAt: T0 + 140 }); // 60 of 100 ms left: not published
-        // Past the ttl it knew, the watch reads the instance again, finds the renewal and reports nothing.
+        // Past the ttl it knew, the watch reads the instance again, finds the renewal and sends it with its new ttl.
         now = T0 + 120;
-        await expect.poll(() => counted.reads(), { timeout: 5000, interval: 5 }).toBeGreaterThanOrEqual(2);
-        expect(w.ops()).toEqual(["current:1"]);
+        await expect.poll(() => w.ops(), { timeout: 5000, interval: 5 }).toEqual(["current:1", `renew:${r.instanceId}`]);
+        expect(counted.reads()).toBeGreaterThanOrEqual(2);
         // Once the renewed ttl has passed too, the next re-read reports the expiry.
         now = T0 + 140;
-        await expect.poll(() => w.ops(), { timeout: 5000, interval: 5 }).toEqual(["current:1", `expired:${r.instanceId}`]);
+        await expect.poll(() => w.ops(), { timeout: 5000, interval: 5 }).toEqual(["current:1", `renew:${r.instanceId}`, `expired:${r.instanceId}`]);
       } finally {
         await w.close();
       }

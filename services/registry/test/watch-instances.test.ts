@@ -70,7 +70,7 @@ describe("watchInstances: each event's hash, the digest of what the client holds
     stop.abort();
   });
 
-  it("a renewal taken without an event (at an expiry re-read) leaves it alone: the client still holds the instance it was sent", async () => {
+  it("a renewal without an event is sent when the ttl the client holds passes, as a renew with the new ttl (the client never holds a ttl long past)", async () => {
     const store = createMemoryRegistryStore();
     const stop = new AbortController();
     const t0 = Date.now();
@@ -78,17 +78,18 @@ describe("watchInstances: each event's hash, the digest of what the client holds
     await store.register("{q}", eph, t0);
     const it = watchInstances(store, "{q}", "s", stop.signal)[Symbol.asyncIterator]();
     const held = (await it.next()).value!.hash;
-    await store.register("{q}", instance("s", "fixed", 2, { ttlMs: 0 }), Date.now());
-    expect((await it.next()).value?.op).toBe("register");
-    // renewed while more than half its ttl is left: no event; the watch takes the new ttl when it re-reads at the old one
+    // renewed while more than half its ttl is left: no event then; the watch reads it again at the old ttl and sends it
     expect((await store.renew("{q}", "s", eph.instanceId, t0 + 250))?.ttlAt).toBe(t0 + 850);
-    const pending = it.next();
-    await new Promise((r) => setTimeout(r, t0 + 750 - Date.now()));
-    await store.deregister("{q}", "s", "s@http#fixed#2", Date.now());
-    expect((await pending).value).toEqual(hashed({ op: "deregister", instanceId: "s@http#fixed#2", hash: held }));
-    // a new watch reads the renewed ttl: another state, so a client reconnecting with `held` is sent "current"
+    const renewed = (await it.next()).value!;
+    expect(Date.now()).toBeGreaterThanOrEqual(t0 + 600);
+    expect(renewed).toMatchObject({ op: "renew", instance: { instanceId: eph.instanceId, ttlAt: t0 + 850 } });
+    expect(renewed.hash).not.toBe(held);
+    // a new watch reads the same state: a client reconnecting with that hash skips "current"
     const fresh = watchInstances(store, "{q}", "s", stop.signal)[Symbol.asyncIterator]();
-    expect((await fresh.next()).value?.hash).not.toBe(held);
+    expect((await fresh.next()).value?.hash).toBe(renewed.hash);
+    // not renewed again: past its new ttl, it is reported expired
+    expect((await it.next()).value).toMatchObject({ op: "expired", instanceId: eph.instanceId });
+    expect(Date.now()).toBeGreaterThanOrEqual(t0 + 850);
     stop.abort();
   });
 });
