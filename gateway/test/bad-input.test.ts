@@ -88,6 +88,15 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     expect(r.headers["content-disposition"]).toMatch(/^attachment; filename="\{__\}_configs_\d+\.zip"; filename\*=UTF-8''%7B%E5%BC%80%E5%8F%91%7D_configs_\d+\.zip$/);
   });
 
+  it("an export whose namespace holds / or \\ is named with _ in their place (clients keep only what follows a path separator)", async () => {
+    for (const [n, named] of [["{dev}/x", "\\{dev\\}_x"], ["{dev}\\y", "\\{dev\\}_y"]]) {
+      await gw.app.inject({ method: "PUT", url: `/v1/namespaces/${seg(n)}/configs/a`, payload: "x", headers: { "content-type": "text/plain" } });
+      const r = await gw.app.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/export` });
+      expect(r.statusCode).toBe(200);
+      expect(r.headers["content-disposition"]).toMatch(new RegExp(`^attachment; filename="${named}_configs_\\d+\\.zip"; filename\\*=UTF-8''%7Bdev%7D_[xy]_configs_\\d+\\.zip$`));
+    }
+  });
+
   it("a refused watch answers its 4xx, not a 200 event stream", async () => {
     const r = await gw.app.inject({ method: "GET", url: "/v1/namespaces/dev/configs/a/watch" });
     expect([r.statusCode, r.json().code]).toEqual([400, "invalid_argument"]);

@@ -55,11 +55,13 @@ interface HttpBodyChunk {
 
 /**
  * `attachment` with an ASCII fallback name (header values must be Latin-1; namespaces need not be) and the exact
- * name in RFC 5987 form for clients that read it.
+ * name in RFC 5987 form for clients that read it. A path separator in the name (a namespace may hold `/`) is `_` in
+ * both: clients keep only what follows the last one (`curl -OJ` saved `{dev}/x_configs_….zip` as `x_configs_….zip`).
  */
 function contentDisposition(fileName: string): string {
-  const ascii = fileName.replace(/[^\x20-\x7e]|["\\]/g, "_");
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`;
+  const name = fileName.replace(/[/\\]/g, "_");
+  const ascii = name.replace(/[^\x20-\x7e]|"/g, "_");
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`;
 }
 
 /** Streams raw HttpBody chunks; headers come from the first message (content type, `fileName` → attachment). */

@@ -2,7 +2,7 @@ import { getOption, type DescField, type DescMessage, type DescMethod } from "@b
 import { FeatureSet_FieldPresence, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { http } from "@gov/api";
-import { nothingWritten, outageError, restStatusOf } from "@gov/service-kit";
+import { checkNamespace, nothingWritten, outageError, restStatusOf, type NamespaceRule } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
 import { isCountedRefusal, NO_OUTCOME, type AuditWriter } from "./audit-log.js";
@@ -114,7 +114,7 @@ const denied = (message: string) => new ConnectError(message, Code.PermissionDen
  * Refuses `message` unless `principal` may do what `rule` needs with it. `bound`: a later message of a stream whose
  * first one was authorized, which may leave the namespace out (a keepalive's pings).
  */
-function authorize(rule: MethodRule, principal: Principal, message: unknown, bound = false): void {
+function authorize(rule: MethodRule, principal: Principal, message: unknown, namespaceRule: NamespaceRule, bound = false): void {
   switch (rule.access) {
     case Access.PUBLIC:
     case Access.AUTHENTICATED:
@@ -138,16 +138,19 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown, bou
       }
       const need = rule.read ? "r" : "w";
       if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;
+      // A name no role can bind (`dev` without its hash tag) is the caller's mistake: the rule's 400, as an admin gets,
+      // not a 403 that sends them to an administrator who cannot grant it either.
+      if (typeof namespace === "string") checkNamespace(namespace, namespaceRule);
       throw denied(`user ${JSON.stringify(principal.username)} has no "${need}" permission on namespace ${JSON.stringify(String(namespace).slice(0, 256))}: ask an administrator to bind a role that grants it`);
     }
   }
 }
 
 /** Checks every message of a request stream (a keepalive's, an import's) as it arrives; `first` keeps the first one. */
-async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>, first: { message?: unknown }): AsyncIterable<unknown> {
+async function* authorizedStream(rule: MethodRule, principal: Principal, messages: AsyncIterable<unknown>, first: { message?: unknown }, namespaceRule: NamespaceRule): AsyncIterable<unknown> {
   let bound = false;
   for await (const m of messages) {
-    authorize(rule, principal, m, bound);
+    authorize(rule, principal, m, namespaceRule, bound);
     if (!bound) first.message = m;
     bound = true;
     yield m;
@@ -160,9 +163,9 @@ async function* authorizedStream(rule: MethodRule, principal: Principal, message
  * first check — against the stream's first request (its namespace). A caller who may no longer read it gets the error
  * instead of the message, and the stream ends: a watch opened once must not go on leaking what its user lost.
  */
-async function* stillAuthorized(rule: MethodRule, auth: Authenticator, header: string | null, first: { message?: unknown }, messages: AsyncIterable<unknown>): AsyncIterable<unknown> {
+async function* stillAuthorized(rule: MethodRule, auth: Authenticator, header: string | null, first: { message?: unknown }, messages: AsyncIterable<unknown>, namespaceRule: NamespaceRule): AsyncIterable<unknown> {
   for await (const m of messages) {
-    authorize(rule, auth.cachedPrincipal(header) ?? (await auth.authenticate(header)), first.message, true);
+    authorize(rule, auth.cachedPrincipal(header) ?? (await auth.authenticate(header)), first.message, namespaceRule, true);
     yield m;
   }
 }
@@ -179,7 +182,7 @@ export interface Authenticator {
  * from the request's `namespace` field, and the `gov.security.v1.access` method option for everything else. The
  * caller is then in the handler's context (`callerOf(ctx)`).
  */
-export function authorizationInterceptor(auth: Authenticator): Interceptor {
+export function authorizationInterceptor(auth: Authenticator, namespaceRule: NamespaceRule): Interceptor {
   return (next) => (req) => {
     const rule = ruleOf(req.method);
     if (rule.access === Access.PUBLIC) return next(req);
@@ -187,12 +190,12 @@ export function authorizationInterceptor(auth: Authenticator): Interceptor {
     const pass = (principal: Principal) => {
       req.contextValues.set(principalKey, principal);
       if (!req.stream) {
-        authorize(rule, principal, req.message);
+        authorize(rule, principal, req.message, namespaceRule);
         return next(req);
       }
       const first: { message?: unknown } = {};
-      return next({ ...req, message: authorizedStream(rule, principal, req.message, first) as typeof req.message }).then((res) =>
-        res.stream ? { ...res, message: stillAuthorized(rule, auth, header, first, res.message) as typeof res.message } : res,
+      return next({ ...req, message: authorizedStream(rule, principal, req.message, first, namespaceRule) as typeof req.message }).then((res) =>
+        res.stream ? { ...res, message: stillAuthorized(rule, auth, header, first, res.message, namespaceRule) as typeof res.message } : res,
       );
     };
     // The hot path (token and user cached) costs no promise of its own.

@@ -143,7 +143,7 @@ export function createSecurityGuard(options: SecurityModuleOptions = {}) {
       authorizeManagement: (header) => core.managementRole(header ?? null),
       interceptors: [
         auditInterceptor({ selection: settings.auditAction, writer: parts.writer, ids: parts.ids, now: options.now }),
-        authorizationInterceptor(parts.core),
+        authorizationInterceptor(parts.core, { requireHashTag: settings.requireHashTag }),
         // no entries to open on the embedded store (see createAuditWriter): no layer for it either
         ...(parts.writer.opensEntries ? [auditOpenInterceptor(parts.writer)] : []),
       ],

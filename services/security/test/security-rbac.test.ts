@@ -203,6 +203,12 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       for (const { name, client } of clientsOf(ConfigService, p, alice)) {
         expect(await codeOf((async () => { for await (const _ of client.watchConfig({ namespace: prod, configId: "app.yaml" })) break; })()), name).toBe("PermissionDenied");
       }
+      // a namespace without its hash tag is the rule's 400 for her as for an admin, not a 403 no role could lift
+      const untagged = await p.rest("GET", "/v1/namespaces/dev/configs", { token: alice });
+      expect([untagged.status, untagged.body.code, untagged.body.message]).toEqual([400, "invalid_argument", expect.stringContaining("hash tag")]);
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) {
+        expect(await codeOf(client.getConfig({ namespace: "dev", configId: "app.yaml" })), name).toBe("InvalidArgument");
+      }
       for (const { name, client } of clientsOf(ConfigService, p, alice)) {
         expect((await client.getConfig({ namespace: dev, configId: "app.yaml" })).config?.data, name).toBe("x: 1");
         expect(await codeOf(client.setConfig({ namespace: dev, configId: "app.yaml", data: "x: 3" })), name).toBe("PermissionDenied");
