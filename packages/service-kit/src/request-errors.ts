@@ -57,8 +57,9 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, i
     }
   }
   // A JSON request Connect-ES could not decode: its message quotes the client's input (V8's slice of the text, the
-  // unknown key whole), which must not come back as it was sent.
-  if (code === Code.InvalidArgument && message.includes("from JSON")) {
+  // unknown key whole), which must not come back as it was sent; or is protobuf-es's RangeError for a fraction of
+  // more than 9 digits, which says nothing of what to fix (see decodeHint).
+  if (code === Code.InvalidArgument && (message.includes("from JSON") || message.startsWith("Invalid count value"))) {
     const safe = decodeHint(parserMessage(message), input);
     return safe === message ? undefined : { code, message: safe };
   }

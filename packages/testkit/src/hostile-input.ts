@@ -293,6 +293,14 @@ export function describeHostileInput(name: string, options: HostileInputOptions)
             expect(body.code).toBe("invalid_argument");
             expect(body.message).toContain('"noSuchField" is unknown');
           });
+          it("a JSON array, null, string or number for the request is invalid_argument saying to send an object", async () => {
+            const { connectUrl } = options.target();
+            for (const body of ["[]", "null", '"x"', "5"]) {
+              const res = await send(connectUrl + rpcPath(method), { method: "POST", body, headers: { "content-type": "application/json" }, signal: AbortSignal.timeout(answerMs) });
+              const answer = await expectErrorShape(res, 400, "invalid_argument");
+              expect(answer.message, body).toContain(`send a JSON object with ${method.input.name}'s fields`);
+            }
+          });
           it("a huge unknown JSON key is invalid_argument without echoing it", async () => {
             const { connectUrl } = options.target();
             const key = "k".repeat(5_000); // under every listener's message limit: the echo is what is tested

@@ -183,7 +183,9 @@ for (const target of storeTargets()) {
         [{ schema: "http", host: "h", port: 1, ttl: "999999999999s" }, /too long for a duration, which holds at most 315576000000s/],
         [{ schema: "http", host: "h", port: 1, ttl: "10s", isEphemeral: false }, /fixed instance .*never expires/],
         ["not json", /not valid JSON/],
-        [[1, 2], /RegisterInstanceRequest/],
+        [[1, 2], /RegisterInstanceRequest.*: send a JSON object with RegisterInstanceRequest's fields \(.*schema, host, port/],
+        [null, /: send a JSON object with RegisterInstanceRequest's fields/],
+        [{ schema: "http", host: "h", port: 1, ttl: "1.0000000001s" }, /more than 9 digits after its decimal point .*: write at most 9, e\.g\. "1\.5s"$/],
         [{ schema: "http", host: "h", port: 1, serviceId: "other" }, /serviceId is given by the path \("bad"\) and the body says otherwise/],
         [{ schema: "http", host: "h", port: 1, metadata: { __proto__x: "fine", ["__proto__"]: "lost" } }, /__proto__/],
       ];

@@ -319,6 +319,9 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       }
       expect((await p.rest("PATCH", "/v1/users/bob/role", { token: root, body: ["no-such-role"] })).status).toBe(404);
       expect((await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "x" }] } })).status).toBe(400);
+      // an unknown key in a binding names the binding's fields, not the request's
+      const typo = await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", acton: "r" }] } });
+      expect([typo.status, typo.body.message]).toEqual([400, expect.stringMatching(/key "acton" is unknown: ResourceAction has namespace, action$/)]);
       const twice = await p.rest("PUT", "/v1/roles/bad", { token: root, body: { resourceActionBind: [{ namespace: "{dev}", action: "r" }, { namespace: "{dev}", action: "w" }] } });
       expect([twice.status, twice.body.message]).toEqual([400, expect.stringContaining("bound twice")]);
     });
