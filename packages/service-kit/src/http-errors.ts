@@ -82,7 +82,7 @@ export function clientErrorHandler(requestTimeoutMs: number = REQUEST_TIMEOUT.ms
     if (status === 408) {
       body = { code: "deadline_exceeded", message: `the request did not arrive within ${requestTimeoutMs / 1000} s (${REQUEST_TIMEOUT.setting}): send headers and body at once` };
     } else if (err.code === "HPE_HEADER_OVERFLOW") {
-      body = { code: "invalid_argument", message: "the URL and headers are over 16 KiB (Node's max-http-header-size): send a shorter URL" };
+      body = { code: "invalid_argument", message: "the request line and headers are over 16 KiB together (Node's max-http-header-size): send a shorter URL, or fewer or shorter headers (an over-long cookie or token)" };
     } else {
       body = { code: "invalid_argument", message: "the request is not valid HTTP/1.1" };
     }
