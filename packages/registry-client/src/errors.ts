@@ -27,3 +27,14 @@ export class ClientClosedError extends RegistryClientError {
     super("the registry client is closed: create a new one");
   }
 }
+
+/**
+ * `register()` of an instance this client already keeps (same service, schema, host and port): a second renewal loop
+ * would bring it back after the first Registration's close() deregistered it. Nothing was sent.
+ */
+export class AlreadyRegisteredError extends RegistryClientError {
+  override name = "AlreadyRegisteredError";
+  constructor(readonly instanceId: string) {
+    super(`instance "${instanceId}" is already registered by this client: keep using its Registration (to change its metadata or weight, close() it and register again)`);
+  }
+}

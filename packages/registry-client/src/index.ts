@@ -1,7 +1,7 @@
 export { createRegistryClient, type RegistryClient, type RegistryClientOptions } from "./registry-client.js";
 export type { Registration } from "./registration.js";
 export type { RegisterOptions, RegistrationState, RegistryEvent, ServiceInstance } from "./types.js";
-export { RegistryClientError, NoInstanceError, ClientClosedError } from "./errors.js";
+export { RegistryClientError, NoInstanceError, ClientClosedError, AlreadyRegisteredError } from "./errors.js";
 export { toNamespace } from "./namespace.js";
 export { chooseWeighted } from "./choose-weighted.js";
 export { withConsumerHeader, CONSUMER_HEADER } from "./consumer-header.js";

@@ -5,10 +5,10 @@ import type { RetryOptions } from "./backoff.js";
 import { withAccessToken, type AccessTokenSource } from "./access-token.js";
 import { withConsumerHeader } from "./consumer-header.js";
 import { ServiceCache } from "./discovery.js";
-import { ClientClosedError, NoInstanceError } from "./errors.js";
+import { AlreadyRegisteredError, ClientClosedError, NoInstanceError } from "./errors.js";
 import { toNamespace } from "./namespace.js";
 import { startKeepaliveRegistration } from "./keepalive-registration.js";
-import { startRegistration, type Registration } from "./registration.js";
+import { registerRequestOf, startRegistration, type Registration } from "./registration.js";
 import type { RegisterOptions, RegistryEvent, ServiceInstance } from "./types.js";
 
 export interface RegistryClientOptions {
@@ -97,6 +97,8 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
   const closing = new AbortController();
   let closed: Promise<void> | undefined;
   const registrations = new Set<Registration>();
+  /** The instance ids of `registrations` (and of those on their way): see register(). */
+  const keptIds = new Set<string>();
   const caches = new Map<string, ServiceCache>();
   const regDeps = {
     client,
@@ -142,9 +144,21 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
     namespace,
     async register(opts) {
       if (closing.signal.aborted) throw new ClientClosedError();
-      const registration = keepaliveDeps ? await startKeepaliveRegistration(keepaliveDeps, opts).catch((e: unknown) => {
-        throw keepaliveRefusal(e, keepalive!);
-      }) : await startRegistration(regDeps, opts);
+      // The id the registry gives it (contract §5), known before sending: one Registration per instance in a client.
+      // Input the request cannot carry is refused first (what to fix comes before "you have it already").
+      const { serviceId, schema, host, port } = registerRequestOf(regDeps, opts).request;
+      const id = `${serviceId}@${schema}#${host}#${port}`;
+      if (keptIds.has(id)) throw new AlreadyRegisteredError(id);
+      keptIds.add(id);
+      let registration: Registration;
+      try {
+        registration = keepaliveDeps ? await startKeepaliveRegistration(keepaliveDeps, opts).catch((e: unknown) => {
+          throw keepaliveRefusal(e, keepalive!);
+        }) : await startRegistration(regDeps, opts);
+      } catch (err) {
+        keptIds.delete(id);
+        throw err;
+      }
       if (closing.signal.aborted) {
         // close() ran while the registration was on its way: undo it rather than leave it renewing.
         await registration.close();
@@ -155,7 +169,11 @@ export function createRegistryClient(options: RegistryClientOptions): RegistryCl
       return Object.assign(registration, {
         close: async () => {
           registrations.delete(registration);
-          await close();
+          try {
+            await close();
+          } finally {
+            keptIds.delete(id);
+          }
         },
       });
     },

@@ -23,7 +23,7 @@ describe("README", () => {
     const errorClasses = Object.entries(api).filter(
       ([, value]) => typeof value === "function" && (value === api.RegistryClientError || value.prototype instanceof api.RegistryClientError),
     );
-    expect(errorClasses.map(([name]) => name).sort()).toEqual(["ClientClosedError", "NoInstanceError", "RegistryClientError"]);
+    expect(errorClasses.map(([name]) => name).sort()).toEqual(["AlreadyRegisteredError", "ClientClosedError", "NoInstanceError", "RegistryClientError"]);
     for (const [name] of errorClasses) expect(readme, `README should document ${name}`).toContain(`| \`${name}\` |`);
   });
 

@@ -5,7 +5,7 @@ import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
 import { createRegistryClient, type RegistryClient, type RegistryEvent } from "../src/index.js";
-import { countingTransport, spawnRegisteredChild } from "./support.js";
+import { cachedStates, countingTransport, heldUntilExpired, spawnRegisteredChild } from "./support.js";
 import { connectRedis } from "@gov/redis";
 import { createRedisRegistryStore } from "@gov/registry-service";
 import { pauseProcesses, redisServerPath, startRedis, type RedisServer } from "@gov/testkit";
@@ -70,7 +70,7 @@ for (const target of storeTargets()) {
       expect(await listed(namespace, "order")).toEqual(["order@http#10.0.0.1#8080"]);
       expect((await b.c.instances("order")).map((i) => i.instanceId)).toEqual(["order@http#10.0.0.1#8080"]);
       // b's cache never lost it: every change event holds it (the first state, then its renewals: no expiry).
-      const states = b.events.flatMap((e) => (e.type === "instances" ? [e.instances.map((i) => i.instanceId)] : []));
+      const states = cachedStates(b.events);
       expect(states.length).toBeGreaterThanOrEqual(1);
       expect(states.every((ids) => ids.length === 1 && ids[0] === "order@http#10.0.0.1#8080")).toBe(true);
       expect(b.count("watch-failed")).toBe(0);
@@ -106,7 +106,7 @@ for (const target of storeTargets()) {
       // not later than one TTL plus the time to notice the broken connection.
       expect(gone).toBeGreaterThanOrEqual(0.9 * ttlMs);
       expect(gone).toBeLessThan(ttlMs + 1000);
-      expect(b.events.filter((e) => e.type === "instances").length).toBe(2); // current, then expired: learnt from the stream
+      expect(heldUntilExpired(b.events, instanceId)).toBe(true); // the cache learnt the expiry from the stream
       expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
     }, 40_000);
 

@@ -5,9 +5,9 @@ import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { chooseWeighted as serverChooseWeighted } from "@gov/registry-service";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { createRegistryGateway, ns, storeTargets, type RegistryGateway } from "../../../services/registry/test/harness.js";
-import { chooseWeighted, ClientClosedError, createRegistryClient, NoInstanceError, toNamespace, type RegistryClient, type RegistryEvent } from "../src/index.js";
+import { AlreadyRegisteredError, chooseWeighted, ClientClosedError, createRegistryClient, NoInstanceError, toNamespace, type RegistryClient, type RegistryEvent } from "../src/index.js";
 import { ServiceCache } from "../src/discovery.js";
-import { countingTransport, spawnRegisteredChild } from "./support.js";
+import { countingTransport, heldUntilExpired, spawnRegisteredChild } from "./support.js";
 
 describe("toNamespace (seed namespace rule 3)", () => {
   it("wraps a plain name in braces and keeps a tagged one as given", () => {
@@ -131,6 +131,27 @@ for (const target of storeTargets()) {
       expect(a.count("renew-failed")).toBe(0);
     });
 
+    it("registering an instance the client already keeps is refused before sending; once closed it may be registered again", async () => {
+      const namespace = ns("sdk-dup-");
+      const a = client({ serviceId: "dup", namespace, ttlMs: 1000 });
+      const first = await a.c.register({ schema: "http", host: "h", port: 1 });
+      const refused = await a.c.register({ schema: "http", host: "h", port: 1, metadata: { v: "2" } }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(AlreadyRegisteredError);
+      expect((refused as AlreadyRegisteredError).instanceId).toBe("dup@http#h#1");
+      expect(a.log.count("RegisterInstance")).toBe(1);
+      // another port is another instance
+      const other = await a.c.register({ schema: "http", host: "h", port: 2 });
+      await first.close();
+      // the instance stays gone: no second renewal loop brings it back (one did, re-registering on not_found)
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await listed(namespace, "dup")).toEqual(["dup@http#h#2"]);
+      expect(a.count("re-registered")).toBe(0);
+      const again = await a.c.register({ schema: "http", host: "h", port: 1 });
+      expect(again.state).toBe("registered");
+      expect(await listed(namespace, "dup")).toEqual(["dup@http#h#1", "dup@http#h#2"]);
+      await other.close();
+    });
+
     it("drops a killed process's instance from the cache within one TTL", async () => {
       const namespace = ns("kill-");
       const ttlMs = 1500;
@@ -146,7 +167,7 @@ for (const target of storeTargets()) {
       // The last renewal was at most a third of the TTL before the kill, so it expires within one TTL of it; the margin
       // is for delivering the expiry on a busy machine.
       expect(Date.now() - killedAt).toBeLessThan(ttlMs + 1000);
-      expect(b.events.filter((e) => e.type === "instances").length).toBe(2); // current, then expired: the cache learnt it from the stream
+      expect(heldUntilExpired(b.events, instanceId)).toBe(true); // the cache learnt the expiry from the stream
       expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
     });
 

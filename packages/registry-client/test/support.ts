@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { Transport } from "@connectrpc/connect";
+import type { RegistryEvent } from "../src/index.js";
 
 /** What a counting wrapper saw: every call by method name, and the X-Gov-Consumer header each carried. */
 export interface CallLog {
@@ -54,3 +55,16 @@ export async function spawnRegisteredChild(env: Record<string, string>): Promise
     throw err;
   }
 }
+
+/** The instance ids of each `instances` event a client reported, in order: the states its cache went through. */
+export const cachedStates = (events: RegistryEvent[]): string[][] =>
+  events.flatMap((e) => (e.type === "instances" ? [e.instances.map((i) => i.instanceId)] : []));
+
+/**
+ * Whether a cache held `instanceId` alone in every state but the last, and nothing in the last: it learnt the expiry
+ * from the stream (the states before it are the first one and the instance's renewals, sent when a ttl it held passed).
+ */
+export const heldUntilExpired = (events: RegistryEvent[], instanceId: string): boolean => {
+  const states = cachedStates(events);
+  return states.length >= 2 && states.at(-1)!.length === 0 && states.slice(0, -1).every((ids) => ids.length === 1 && ids[0] === instanceId);
+};
