@@ -41,7 +41,7 @@ export function createStatsModule(options: StatsModuleOptions = {}): ServiceModu
     async create(ctx) {
       const { settings } = ctx;
       const stores = options.stores ?? (await sharedStatsStores(ctx));
-      const impl = createStatsService({ stats: stores.stats, topology: stores.topology, namespaces: stores.namespaces, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
+      const impl = createStatsService({ stats: stores.stats, topology: stores.topology, registry: stores.registry, namespaces: stores.namespaces, namespaceRule: { requireHashTag: settings.requireHashTag }, edgeTtlMs: settings.edgeTtl, now: options.now });
       const impls: LocalService[] = [{ service: StatsService, impl }];
       impls.push(await namespaceServiceFor(ctx, settings, stores.stats));
       return workerInstance(ctx, settings, stores, options, impls);

@@ -101,6 +101,24 @@ for (const target of statsTargets()) {
       expect(await topology(other)).toEqual({});
     });
 
+    it("an edge whose consumer, producer or producer's namespace was deleted since is no longer listed (it stayed a day)", async () => {
+      const home = await setUp();
+      const other = await setUp();
+      const del = async (path: string) => (await proc.http.inject({ method: "DELETE", url: path })).statusCode;
+      for (const [ns, id] of [[home, "C"], [home, "B"], [other, "B"]]) {
+        await get(`${services(ns)}/${id}/instances`, { "x-gov-consumer": "A", "x-gov-consumer-namespace": home });
+      }
+      await get(`${services(home)}/A/instances`, { "x-gov-consumer": "C" });
+      await expect.poll(() => topology(home), POLL).toEqual({ A: ["B", "C", `${other}.B`].sort(), C: ["A"] });
+      expect(await del(`${services(home)}/C`)).toBe(200); // a producer, and a consumer
+      expect(await topology(home)).toEqual({ A: ["B", `${other}.B`].sort() });
+      expect(await del(`/v1/namespaces/${seg(other)}?force=true`)).toBe(200); // a producer's namespace
+      expect(await topology(home)).toEqual({ A: ["B"] });
+      // and a deleted consumer's edges go with it
+      expect(await del(`${services(home)}/A`)).toBe(200);
+      expect(await topology(home)).toEqual({});
+    });
+
     it("over Connect: the same header as request metadata; the topology read over Connect", async () => {
       const ns = await setUp();
       const transport = createConnectTransport({ baseUrl: url, httpVersion: "1.1" });

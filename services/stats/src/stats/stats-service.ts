@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { ListValueSchema, ValueSchema, type ListValue } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
-import type { TopologyStore } from "@gov/registry-service";
+import type { RegistryStore, TopologyEdge, TopologyStore } from "@gov/registry-service";
 import { callerOf } from "@gov/security-service";
 import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
 import { visibleNamespaces } from "../namespaces/namespace-service.js";
@@ -12,6 +12,8 @@ import { EMPTY_STAT, type StatsStore } from "./stats-store.js";
 export interface StatsServiceDeps {
   stats: Pick<StatsStore, "read">;
   topology: Pick<TopologyStore, "edges">;
+  /** The services of a namespace: an edge whose consumer or producer was deleted since is not listed. */
+  registry: Pick<RegistryStore, "listServices">;
   /** The namespace index: a caller who may not read every namespace is told how many it may read. */
   namespaces: Pick<NamespaceSource, "list">;
   namespaceRule: NamespaceRule;
@@ -22,6 +24,44 @@ export interface StatsServiceDeps {
 
 const strings = (values: string[]): ListValue =>
   create(ListValueSchema, { values: values.map((value) => create(ValueSchema, { kind: { case: "stringValue", value } })) });
+
+/**
+ * The edges of `namespace` seen after `since` whose consumer and producer are still services: a service deleted, or a
+ * namespace deleted with its services, leaves its edges behind (in every namespace that discovered it) until they age
+ * out, which is a day by default — listed meanwhile, they showed a dependency on something gone. A producer in another
+ * namespace is `{ns}.{serviceId}`, and both may hold dots: it counts as existing when some reading of it names a
+ * service. One read of each namespace's service index involved.
+ */
+async function liveEdges(deps: Pick<StatsServiceDeps, "topology" | "registry" | "namespaceRule">, namespace: string, since: number): Promise<TopologyEdge[]> {
+  const edges = await deps.topology.edges(namespace, since);
+  if (edges.length === 0) return edges;
+  const indexes = new Map<string, Promise<Set<string>>>();
+  const servicesOf = (ns: string) => {
+    let ids = indexes.get(ns);
+    if (!ids) indexes.set(ns, (ids = deps.registry.listServices(ns).then((list) => new Set(list))));
+    return ids;
+  };
+  const own = await servicesOf(namespace);
+  const exists = async (producer: string): Promise<boolean> => {
+    if (own.has(producer)) return true;
+    for (let dot = producer.indexOf("."); dot > 0; dot = producer.indexOf(".", dot + 1)) {
+      const ns = producer.slice(0, dot);
+      if (ns !== namespace && isNamespace(ns, deps.namespaceRule) && (await servicesOf(ns)).has(producer.slice(dot + 1))) return true;
+    }
+    return false;
+  };
+  const kept = await Promise.all(edges.map(async (e) => own.has(e.consumer) && (await exists(e.producer))));
+  return edges.filter((_, i) => kept[i]);
+}
+
+function isNamespace(name: string, rule: NamespaceRule): boolean {
+  try {
+    checkNamespace(name, rule);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Reads only: the stat the worker stored for the namespace, and the namespace's live topology edges. */
 export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof StatsService> {
@@ -41,7 +81,7 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
     async getTopology(req) {
       checkNamespace(req.namespace, deps.namespaceRule);
       const producers = new Map<string, string[]>();
-      for (const e of await deps.topology.edges(req.namespace, now() - deps.edgeTtlMs)) {
+      for (const e of await liveEdges(deps, req.namespace, now() - deps.edgeTtlMs)) {
         const list = producers.get(e.consumer);
         if (list) list.push(e.producer);
         else producers.set(e.consumer, [e.producer]);
