@@ -63,6 +63,14 @@ describe("gRPC hygiene of the all-in-one process", () => {
     expect([bare.status, await bare.json()]).toEqual([415, { code: "invalid_argument", message: expect.stringMatching(/not a media type \(type\/subtype\): send .*application\/json/) }]);
   });
 
+  it("a stream sent as plain application/json (the unary form) is told its Connect type is application/connect+json", async () => {
+    const res = await fetch(`${urls.url}/gov.config.v1.ConfigService/WatchConfig`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"namespace":"{x}","configId":"a"}' });
+    const body = (await res.json()) as { code: string; message: string };
+    expect([res.status, body.code]).toEqual([415, "invalid_argument"]);
+    expect(body.message).toMatch(/^content type application\/json is not one \/gov\.config\.v1\.ConfigService\/WatchConfig takes: it is a stream, whose Connect request is application\/connect\+json/);
+    expect(body.message).not.toMatch(/takes: application\/json/);
+  });
+
   it("accepts application/grpc-web-text on the gateway port", async () => {
     const message = toBinary(GetConfigRequestSchema, create(GetConfigRequestSchema, { namespace: "{x}", configId: "missing" }));
     const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);

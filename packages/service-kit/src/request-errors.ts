@@ -160,7 +160,11 @@ function bareRefusal(res: UniversalServerResponse, request: UniversalServerReque
     const type = excerpt(request.header.get("content-type") ?? "none");
     body = {
       code: "invalid_argument",
-      message: `content type ${type} is not one ${path} takes: application/json or application/proto (Connect${handler.method.methodKind === "unary" ? "" : ", as application/connect+json or +proto for streams"}), application/grpc, application/grpc-web`,
+      message:
+        handler.method.methodKind === "unary"
+          ? `content type ${type} is not one ${path} takes: application/json or application/proto (Connect), application/grpc, application/grpc-web`
+          : // a stream's Connect messages are enveloped: plain application/json is the unary form, which it does not take
+            `content type ${type} is not one ${path} takes: it is a stream, whose Connect request is application/connect+json or application/connect+proto (an enveloped message, not plain JSON); or application/grpc, application/grpc-web`,
     };
   }
   return jsonError(res.status, body, header);
