@@ -50,8 +50,11 @@ for (const target of statsTargets()) {
         { serviceId: "order", instanceCount: 2 },
         { serviceId: "pay", instanceCount: 1 },
       ]);
-      // a namespace no pass counted answers zeros, never 404
-      expect(await stat(freshNamespace())).toEqual({ namespaces: 0, services: { total: 0, health: 0 }, instances: 0, configs: 0 });
+      // a namespace no pass counted answers zeros for its own counts, never 404; `namespaces` is the server's (the
+      // index of this test's stores holds this test's namespace at least)
+      const uncounted = (await stat(freshNamespace())) as { namespaces: number };
+      expect(uncounted).toEqual({ namespaces: expect.any(Number), services: { total: 0, health: 0 }, instances: 0, configs: 0 });
+      expect(uncounted.namespaces).toBeGreaterThanOrEqual(1);
     });
 
     it("expired instances stop counting and a service without a live instance is not healthy; the sweep removed them", async () => {
@@ -73,7 +76,7 @@ for (const target of statsTargets()) {
       await register(ns, "svc", 1);
       await expect.poll(async () => ((await stat(ns)) as { instances: number }).instances, POLL).toBe(1);
       stores.remove(ns);
-      await expect.poll(() => stat(ns), POLL).toEqual({ namespaces: 0, services: { total: 0, health: 0 }, instances: 0, configs: 0 });
+      await expect.poll(() => stat(ns), POLL).toEqual({ namespaces: expect.any(Number), services: { total: 0, health: 0 }, instances: 0, configs: 0 });
     });
 
     it("the same over Connect and gRPC", async () => {

@@ -69,13 +69,14 @@ export function createStatsService(deps: StatsServiceDeps): ServiceImpl<typeof S
   return {
     async getStat(req, ctx) {
       checkNamespace(req.namespace, deps.namespaceRule);
-      // A namespace no pass has counted yet (new, or created less than one period ago) answers zeros.
+      // A namespace no pass has counted yet (new, or created less than one period ago) answers zeros for its own
+      // counts; `namespaces` is the server's whatever the namespace (it said 0 beside a list of 13).
       const stat = (await deps.stats.read(req.namespace)) ?? EMPTY_STAT;
       // The pass counts every namespace; a caller that may read only some of them (not an admin, security on) is told
       // how many it may read, as GET /v1/namespaces lists them. Admins and security off keep the pass's count, with no
       // round trip of their own.
       const caller = callerOf(ctx);
-      if (stat === EMPTY_STAT || caller === undefined || caller.admin) return stat;
+      if (stat !== EMPTY_STAT && (caller === undefined || caller.admin)) return stat;
       return { ...stat, namespaces: visibleNamespaces(await deps.namespaces.list(), ctx).length };
     },
     async getTopology(req) {
