@@ -230,16 +230,19 @@ describe("the audit CSV export's formula guard (contract §7)", () => {
     const p = await start(embedded, { GOV_SECURITY_TRUSTED_PROXIES: "loopback" });
     const root = (await p.login("root", ROOT_PASSWORD)).accessToken;
     const marker = `csvmark${Date.now().toString(36)}`;
-    const dangerous = ["=", "+", "-", "@", "\t", "\r"].map((c) => `${c}1+2 ${marker}`);
-    const normal = [`plain ${marker}`, `a=b ${marker}`, `'quoted ${marker}`, ` =spaced ${marker}`];
-    const names = [...dangerous, ...normal];
+    const dangerous = ["=", "+", "-", "@"].map((c) => `${c}1+2 ${marker}`);
+    // a name starting with TAB or CR never reaches a cell as it was: controls in a login's name are written out
+    const controls = ["\t", "\r"].map((c) => `${c}1+2 ${marker}`);
+    const writtenOut = [`\\u00091+2 ${marker}`, `\\u000d1+2 ${marker}`];
+    const normal = [`plain ${marker}`, `a=b ${marker}`, `'quoted ${marker}`, ` =spaced ${marker}`, ...writtenOut];
+    const names = [...dangerous, ...controls, ...normal.slice(0, -writtenOut.length)];
     for (const [i, name] of names.entries()) {
       const res = await p.rest("POST", `/v1/authenticate/${seg(name)}/login`, { body: { password: "wrong-pass" }, headers: { "x-forwarded-for": `198.51.100.${i + 1}` } });
       expect([400, 401], JSON.stringify(name)).toContain(res.status);
     }
-    // the log itself keeps the names as they were (the guard is the CSV's only)
+    // the log itself keeps the names as they were (the guard is the CSV's only), controls written out
     const logged = async () => ((await p.rest("GET", `/v1/audit-log?limit=100&query=${seg(marker)}`, { token: root })).body.list as { operator: string }[]).map((e) => e.operator);
-    await expect.poll(async () => (await logged()).sort(), { timeout: 10_000 }).toEqual([...names].sort());
+    await expect.poll(async () => (await logged()).sort(), { timeout: 10_000 }).toEqual([...dangerous, ...normal].sort());
 
     const res = await fetch(`${p.url}/v1/audit-log/export?query=${seg(marker)}`, { headers: { authorization: `Bearer ${root}` } });
     expect(res.status).toBe(200);
