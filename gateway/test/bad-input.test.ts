@@ -97,6 +97,21 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     }
   });
 
+  it("a route that takes no body refuses one that says something (it was dropped: a rollback went to the path's version); {} and null pass", async () => {
+    const n = ns("nobody");
+    const url = `/v1/namespaces/${seg(n)}/configs/c`;
+    for (const v of ["v1", "v2", "v3"]) await gw.app.inject({ method: "PUT", url, payload: v, headers: { "content-type": "text/plain" } });
+    const json = { "content-type": "application/json" };
+    const refused = await gw.app.inject({ method: "PUT", url: `${url}/to/1`, payload: '{"targetVersion":2}', headers: json });
+    expect([refused.statusCode, refused.json().code]).toEqual([400, "invalid_argument"]);
+    expect(refused.json().message).toMatch(/^PUT \/v1\/namespaces\/\{namespace\}\/configs\/\{configId\}\/to\/\{targetVersion\} takes no body: its fields come from the path; send the request without one$/);
+    expect((await gw.app.inject({ method: "GET", url })).json().data).toBe("v3"); // nothing was done
+    for (const nothing of ["", "{}", " { } ", "null"]) {
+      const ok = await gw.app.inject({ method: "PUT", url: `${url}/to/${nothing === "" ? 1 : 2}`, payload: nothing, headers: json });
+      expect([JSON.stringify(nothing), ok.statusCode]).toEqual([JSON.stringify(nothing), 200]);
+    }
+  });
+
   it("a refused watch answers its 4xx, not a 200 event stream", async () => {
     const r = await gw.app.inject({ method: "GET", url: "/v1/namespaces/dev/configs/a/watch" });
     expect([r.statusCode, r.json().code]).toEqual([400, "invalid_argument"]);

@@ -309,6 +309,7 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
     }
   }
   const schema = route.method.input;
+  if (route.body === undefined) refuseBody(route, req);
   // Read in this order, so that a request with several problems is told about the body's first, as it always was.
   const bodyField = route.body !== undefined && route.body !== "*" ? route.body : undefined;
   const fieldValue = bodyField && (bodyField.fieldKind === "scalar" ? textBody(req, bodyField) : fieldJsonBody(req, schema, bodyField));
@@ -328,6 +329,23 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   if (bodyField) fields[bodyField.localName] = fieldValue;
   if (fromQuery !== undefined) Object.assign(msg, fromQuery);
   return msg;
+}
+
+/** Bodies a client may send where none is taken: some HTTP clients send `{}` (or `null`) with every PUT or DELETE. */
+const NOTHING = /^\s*(?:\{\s*\}|null)?\s*$/;
+
+/**
+ * A route whose rule takes no body refuses one that says something: its fields were silently dropped (a rollback sent
+ * `{"targetVersion": 5}` rolled back to the path's version), where a field given twice is refused everywhere else.
+ */
+function refuseBody(route: RestRoute, req: FastifyRequest): void {
+  const raw = req.body;
+  if (!Buffer.isBuffer(raw) || raw.length === 0 || (raw.length <= 64 && NOTHING.test(raw.toString("latin1")))) return;
+  const inPath = new Set(route.pathFields);
+  const inQuery = route.method.input.fields.filter((f) => !inPath.has(f) && f.fieldKind === "scalar").map((f) => f.jsonName);
+  throw invalid(
+    `${route.httpMethod} ${route.documentedPath} takes no body: its fields come from the path${inQuery.length ? ` and the query string (${inQuery.join(", ")})` : ""}; send the request without one`,
+  );
 }
 
 function hasKeys(o: object): boolean {

@@ -95,6 +95,9 @@ for (const target of namespaceTargets()) {
       expect(refused.json()).toEqual({ code: "failed_precondition", message: expect.stringMatching(/1 config\(s\) and 1 service\(s\).*force=true/) });
       expect(await list()).toContain(n);
       expect((await req("GET", `${NS}/${seg(n)}/configs/app.yaml`)).status).toBe(200);
+      // force is a query parameter: in a body (which this route does not take) it is refused, not dropped for a 412
+      const inBody = await req("DELETE", `${NS}/${seg(n)}`, { force: true });
+      expect([inBody.status, (inBody.json() as { message: string }).message]).toEqual([400, expect.stringMatching(/takes no body: its fields come from the path and the query string \(force\); send the request without one$/)]);
 
       const forced = await req("DELETE", `${NS}/${seg(n)}?force=true`);
       expect([forced.status, forced.json()]).toEqual([200, true]);
