@@ -89,6 +89,13 @@ export async function requireReplicas(client: RedisClient, policy: ReplicaPolicy
   return () => closeDurableWriter(client);
 }
 
+/**
+ * How long a durable write through `client` may wait for its replicas, ms (0 without a replica policy): what a caller
+ * that bounds such a write must allow on top of its round trip — while a shard has fewer replicas than required (as
+ * right after a failover) every write takes the whole of it, and succeeds.
+ */
+export const replicaWaitMsOf = (client: RedisClient | undefined): number => (client && durabilities.get(client)?.policy.timeoutMs) || 0;
+
 /** The connection that carries `client`'s durable writes, if it has a replica policy. */
 export const durableWriterOf = (client: RedisClient): RedisClient | undefined => durabilities.get(client)?.writer;
 

@@ -7,4 +7,4 @@ export { createSubscriberHub, type SubscriberHub, type PatternHandlers, type Pat
 export { defineScript, prepareScripts, runScript, callScript, type LuaScript } from "./scripts.js";
 export { followChanges, type ChangeFeed, type ChangeFeedOptions } from "./change-feed.js";
 export { createReadGuard, type ReadGuard } from "./read-guard.js";
-export { durableWriterOf, requireReplicas, writeDurably, runDurableScript, type DurableWriteOptions, type ReplicaPolicy } from "./durable-write.js";
+export { durableWriterOf, replicaWaitMsOf, requireReplicas, writeDurably, runDurableScript, type DurableWriteOptions, type ReplicaPolicy } from "./durable-write.js";

@@ -6,7 +6,10 @@ import type { AuditRecord, SecurityStore } from "./store/security-store.js";
 const BATCH = 500;
 /** Entries waiting for the store before callers are made to wait too (a long outage must not grow memory unbounded). */
 const MAX_PENDING = 100_000;
-/** How long a refused call's answer waits for its entry to be stored while the store is failing. */
+/**
+ * How long a refused call's (or a login's) answer waits for its entry to be stored while the store is failing, beyond
+ * what a durable write may spend waiting for replicas (`replicaWaitMs`).
+ */
 const REFUSED_WAIT_MS = 1000;
 /** An opened entry with no outcome after this long belongs to a call whose process died: sweep it into the log. */
 export const ORPHAN_AFTER_MS = 10 * 60_000;
@@ -225,9 +228,19 @@ export function createAuditWriter(
   store: SecurityStore,
   maxEntries: number,
   logger: Logger,
-  options: { now?: () => number; sweepEveryMs?: number } = {},
+  options: {
+    now?: () => number;
+    sweepEveryMs?: number;
+    /**
+     * How long a write of the store may wait for replicas (`gov.redis.replica-ack-timeout` under
+     * `gov.redis.min-replicas`; see replicaWaitMsOf): with a shard short of replicas every write takes all of it, and a
+     * login's entry, waited for 1 s, never made it — every login answered 503 after a failover until a replica was back.
+     */
+    replicaWaitMs?: number;
+  } = {},
 ) {
   const now = options.now ?? Date.now;
+  const refusedWaitMs = REFUSED_WAIT_MS + (options.replicaWaitMs ?? 0);
   // An entry is opened before the answer so that it outlives this process dying between the answer and its outcome's
   // write, and entries are batched to share store round trips. The embedded store is this process's memory: it dies
   // with the process and has no round trip, so there each entry is written once, whole, with its outcome, straight
@@ -253,7 +266,7 @@ export function createAuditWriter(
   /**
    * Records the entry with its outcome. On the embedded store it is stored whole at once and nothing waits. Elsewhere
    * it is queued. `wait`: for calls whose entry was never opened (stored whole); the promise resolves true once it is
-   * stored, false after REFUSED_WAIT_MS or at its first refused attempt: the entry is then kept in memory and
+   * stored, false after REFUSED_WAIT_MS (plus replicaWaitMs) or at its first refused attempt: the entry is then kept in memory and
    * retried, and it is the same object, so that what the caller changes in it until its write starts is what gets
    * stored (the guard records the answer it gave instead). Otherwise `opened` (default: not `wait`) says whether its
    * entry was opened with the same fields: then only the outcome is sent; if not, the entry is sent whole; and a
@@ -270,7 +283,7 @@ export function createAuditWriter(
     }
     if (wait) {
       return new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), REFUSED_WAIT_MS);
+        const timer = setTimeout(() => resolve(false), refusedWaitMs);
         // waiting: its entry was never opened, so it is stored whole
         outcomes.push({ entry, opened: false, closed: false }, (stored) => {
           clearTimeout(timer);

@@ -1,6 +1,7 @@
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
 import { loadSettings } from "@gov/settings";
 import { sharedRedisOf, storeBackedInstance, type Guard, type GuardContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
+import { replicaWaitMsOf } from "@gov/redis";
 import { createAuditWriter, type AuditWriter } from "./audit-log.js";
 import { auditInterceptor, auditOpenInterceptor, authorizationInterceptor } from "./guard.js";
 import type { IdSource } from "./ids.js";
@@ -30,7 +31,7 @@ interface SecurityParts {
 }
 const partsOf = new WeakMap<ModuleInstance, SecurityParts>();
 
-async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"]; ids: IdSource }, options: SecurityModuleOptions) {
+async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"]; ids: IdSource; redis?: GuardContext["redis"] }, options: SecurityModuleOptions) {
   const core = await createSecurityCore({
     store,
     logger: ctx.logger,
@@ -46,7 +47,7 @@ async function openParts(store: SecurityStore, settings: Settings, ctx: { logger
       lockDuration: settings.lockDuration,
     },
   });
-  const writer = createAuditWriter(store, settings.auditMaxEntries, ctx.logger);
+  const writer = createAuditWriter(store, settings.auditMaxEntries, ctx.logger, { replicaWaitMs: replicaWaitMsOf(ctx.redis) });
   return { core, writer, ids: options.ids ?? ctx.ids };
 }
 
