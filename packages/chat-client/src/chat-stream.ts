@@ -133,7 +133,10 @@ export function toChatStream(body: ReadableStream<Uint8Array>, options: ChatStre
     },
     cancel(reason) {
       finished = true;
-      return reader.cancel(reason);
+      // The caller is done with the stream (a `break`, `reader.cancel()`): a body that already failed (the connection
+      // dropped while the caller was busy with an event) has nothing left to cancel, and its platform TypeError
+      // ("terminated") must not come out of the caller's `break`.
+      return reader.cancel(reason).catch(() => undefined);
     },
   });
   // `stream.cancel()` while a `for await` loop holds the stream (the README's deadline recipe) would reject with "locked"

@@ -59,13 +59,17 @@ export class HttpStatusError extends ChatClientError {
   readonly requestId: string | undefined;
   readonly url: string;
 
-  constructor(response: Response, body: unknown, url: string) {
+  /**
+   * `cause`: why the body is missing or cut (`body` is then what arrived of it, or `""`): the connection broke or the
+   * deadline passed while it was read. The status, headers and request id arrived, and they are what a caller acts on.
+   */
+  constructor(response: Response, body: unknown, url: string, options?: { cause?: unknown }) {
     const error = providerError(body);
     // some providers send the message itself as the error: {"error": "model overloaded"}
     const plain = body !== null && typeof body === "object" ? (body as { error?: unknown }).error : undefined;
     const detail =
       typeof error?.message === "string" && error.message !== "" ? error.message : typeof plain === "string" && plain !== "" ? snippet(plain) : response.statusText || "HTTP error";
-    super(`${response.status} ${detail}`);
+    super(`${response.status} ${detail}`, options);
     this.status = response.status;
     this.headers = response.headers;
     this.body = body;

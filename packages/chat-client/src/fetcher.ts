@@ -29,6 +29,8 @@ export interface FetchExchange {
   resultExtractor: ResultExtractor;
   /** Set once the response headers arrived; a response interceptor may replace it. */
   response?: Response;
+  /** The URL the request was sent to, set as it is sent (`baseURL` joined with the request's `url`). */
+  url?: string;
   /** Free-form values that hooks and interceptors pass to each other. */
   readonly attributes: Map<string, unknown>;
 }
@@ -66,6 +68,7 @@ export class Fetcher {
   readonly #fetch: typeof globalThis.fetch;
 
   constructor(options: FetcherOptions) {
+    refuseCredentials(options.baseURL);
     this.baseURL = options.baseURL;
     this.headers = { ...options.headers };
     this.timeout = options.timeout;
@@ -84,12 +87,17 @@ export class Fetcher {
    * {@link HttpStatusError} with the parsed body), then the result extractor. Nothing is retried.
    */
   async exchange(exchange: FetchExchange): Promise<unknown> {
+    // One spelling per name before the interceptors run, so that a header an interceptor sets (in whatever case) is
+    // the one set last, and sent (a client's `authorization` used to win over the interceptor's `Authorization`,
+    // which only replaced the value of the fetcher's key, set before it).
+    exchange.request.headers = lastOfEachName(exchange.request.headers);
     for (const intercept of this.interceptors.request) await intercept(exchange);
     const request = exchange.request;
     const url = resolveURL(this.baseURL, request.url);
     const timeout = request.timeout ?? this.timeout;
-    // Infinity means no deadline; `setTimeout` would turn it (like any delay over 2^31 - 1 ms) into 1 ms.
-    if (timeout === undefined || timeout <= 0 || timeout === Infinity) return this.#send(exchange, url, request.signal);
+    // Infinity means no deadline; `setTimeout` would turn it (like any delay over 2^31 - 1 ms) into 1 ms, and so would
+    // NaN (a timeout read from an unset environment variable).
+    if (timeout === undefined || !(timeout > 0) || timeout === Infinity) return this.#send(exchange, url, request.signal);
 
     // The timer aborts the fetch (and a JSON body read); a stream extractor returns before the body is read,
     // so a stream only has the deadline until its headers, and `finally` clears the timer.
@@ -100,7 +108,8 @@ export class Fetcher {
     try {
       return await this.#send(exchange, url, signal);
     } catch (error) {
-      throw timer.signal.aborted ? fired : error;
+      // a status error whose body the deadline cut keeps its status (the timeout is its cause)
+      throw timer.signal.aborted && !(error instanceof HttpStatusError) ? fired : error;
     } finally {
       clearTimeout(handle);
     }
@@ -115,6 +124,7 @@ export class Fetcher {
       init.body = encodeBody(request.body, request.headers);
       if (init.body instanceof ReadableStream) init.duplex = "half";
     }
+    exchange.url = url;
     try {
       exchange.response = await this.#fetch(url, init);
     } catch (error) {
@@ -122,8 +132,33 @@ export class Fetcher {
     }
     for (const intercept of this.interceptors.response) await intercept(exchange);
     const response = exchange.response;
-    if (!response.ok) throw new HttpStatusError(response, await readBody(response, url, signal), url);
+    if (!response.ok) throw await statusError(response, url, signal);
     return exchange.resultExtractor(exchange);
+  }
+}
+
+/**
+ * fetch refuses a URL with a user name or password in it — on every call, in an error that quotes the URL, password
+ * and all. Refused here, once, without quoting it.
+ */
+function refuseCredentials(baseURL: string): void {
+  const url = URL.canParse(baseURL) ? new URL(baseURL) : undefined;
+  if (url && (url.username !== "" || url.password !== "")) {
+    throw new TypeError(`baseURL must not carry credentials (user:password@${url.host}): fetch refuses such URLs; send them in a header (Authorization) instead`);
+  }
+}
+
+/**
+ * The error of a non-2xx response, with its body. A body that cannot be read whole (the connection cut, the deadline
+ * passed) still gives the status error, with `""` as its body and that failure as its cause: the status and request id
+ * had arrived, and a 429 reported as a NetworkError would be retried as one. A caller's own abort keeps its reason.
+ */
+async function statusError(response: Response, url: string, signal: AbortSignal | undefined): Promise<unknown> {
+  try {
+    return new HttpStatusError(response, await readBody(response, url, signal), url);
+  } catch (cause) {
+    if (signal?.aborted && !(signal.reason instanceof TimeoutError)) return signal.reason;
+    return new HttpStatusError(response, "", url, { cause: signal?.aborted ? signal.reason : cause });
   }
 }
 

@@ -8,6 +8,14 @@ import { DecodeError, NetworkError, snippet } from "./errors.js";
  */
 export function toNetworkError(error: unknown, url: string, signal?: AbortSignal, what = `Request to ${url} failed`): unknown {
   if (signal?.aborted) return signal.reason;
+  // A connection's failure comes as a TypeError with its cause (the socket's error: "fetch failed", "terminated"); one
+  // without a cause, or caused by a URL that does not parse, is fetch refusing to build the request (an invalid header
+  // name, a baseURL without its scheme): the caller's mistake, the same on every call — thrown as it is, not as a
+  // NetworkError that callers retry.
+  if (error instanceof TypeError) {
+    const cause = (error as { cause?: { code?: unknown } }).cause;
+    if (cause === undefined || cause.code === "ERR_INVALID_URL") return error;
+  }
   if (error instanceof TypeError) {
     const cause = (error as { cause?: { message?: string } }).cause;
     const detail = cause?.message ? `${error.message}: ${cause.message}` : error.message;

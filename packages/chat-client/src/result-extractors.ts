@@ -5,10 +5,15 @@ import type { FetchExchange, ResultExtractor } from "./fetcher.js";
 import { readBody, readJsonResult } from "./response-body.js";
 import type { ChatStream } from "./types.js";
 
+/**
+ * Where the response came from, for errors: its own URL (after redirects), or, for one a response interceptor or a
+ * custom fetch made (`new Response(…)` has none), the URL the request was sent to.
+ */
+const urlOf = (exchange: FetchExchange): string => exchange.response?.url || exchange.url || "";
+
 /** Reads the body and parses it as JSON ({@link DecodeError} if it is not, or is over 64 MiB). */
 export const jsonResultExtractor: ResultExtractor = async (exchange: FetchExchange) => {
-  const response = exchange.response!;
-  return readJsonResult(response, response.url, exchange.request.signal);
+  return readJsonResult(exchange.response!, urlOf(exchange), exchange.request.signal);
 };
 
 /**
@@ -31,10 +36,10 @@ export function createStreamResultExtractor(options: Omit<ChatStreamOptions, "ur
     const response = exchange.response!;
     const contentType = response.headers.get("content-type") ?? "";
     if (!contentType.toLowerCase().includes("text/event-stream")) {
-      throw new ContentTypeError(contentType, await readBody(response, response.url, exchange.request.signal));
+      throw new ContentTypeError(contentType, await readBody(response, urlOf(exchange), exchange.request.signal));
     }
     if (response.body === null) throw new DecodeError("The event-stream response has no body");
-    return toChatStream(response.body, { ...options, url: response.url, signal: exchange.request.signal });
+    return toChatStream(response.body, { ...options, url: urlOf(exchange), signal: exchange.request.signal });
   };
 }
 

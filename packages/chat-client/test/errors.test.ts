@@ -247,3 +247,94 @@ describe("network and timeout errors", () => {
     await expect(client.completions(request)).rejects.toBe(reason);
   });
 });
+
+describe("failures that must keep what arrived, or say what the caller got wrong", () => {
+  it("a non-2xx whose body is cut or stalls is still HttpStatusError, with its status and request id (the failure is its cause)", async () => {
+    server.handle((req, res) => {
+      res.writeHead(req.url!.includes("cut") ? 503 : 429, { "content-type": "application/json", "content-length": "200", "x-request-id": "req_42" });
+      res.write('{"error":{"message":"over');
+      if (req.url!.includes("cut")) void sleep(30).then(() => req.socket.destroy()); // else: the body never completes
+    });
+    for (const stream of [false, true]) {
+      const cut = (await rejection(new Provider({ baseURL: `${server.origin}/cut`, apiKey: "k" }).chat.completions({ ...request, stream }))) as HttpStatusError;
+      expect([cut.constructor, cut.status, cut.requestId, cut.body]).toEqual([HttpStatusError, 503, "req_42", ""]);
+      expect(cut.cause).toBeInstanceOf(NetworkError);
+      const fetcher = new Fetcher({ baseURL: `${server.origin}/stall`, timeout: 150 });
+      const stalled = (await rejection(new ChatClient({ fetcher }).completions({ ...request, stream }))) as HttpStatusError;
+      expect([stalled.constructor, stalled.status, stalled.requestId]).toEqual([HttpStatusError, 429, "req_42"]);
+      expect(stalled.cause).toBeInstanceOf(TimeoutError);
+    }
+    // the caller's own abort keeps its reason
+    const caller = new AbortController();
+    const fetcher = new Fetcher({ baseURL: `${server.origin}/stall` });
+    fetcher.interceptors.request.push((ex) => void (ex.request.signal = caller.signal));
+    const aborted = rejection(new ChatClient({ fetcher }).completions(request));
+    await sleep(100);
+    caller.abort(new Error("user pressed stop"));
+    expect(await aborted).toEqual(new Error("user pressed stop"));
+  });
+
+  it("break out of a stream whose connection dropped while the loop was busy ends the loop, throwing nothing", async () => {
+    server.handle(async (req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })) + sse(chunk({ content: "b" })));
+      await sleep(30);
+      req.socket.destroy();
+    });
+    const stream = await chat().completions({ ...request, stream: true });
+    let seen = 0;
+    for await (const _event of stream) {
+      seen++;
+      await sleep(200); // the connection drops meanwhile
+      break;
+    }
+    expect(seen).toBe(1);
+  });
+
+  it("a header an interceptor sets wins over the client's spelling of the same name in another case", async () => {
+    server.handle((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+    const provider = new Provider({ baseURL: server.origin, apiKey: "stale" });
+    provider.fetcher.interceptors.request.push((ex) => void (ex.request.headers!["Authorization"] = "Bearer fresh"));
+    await new ChatClient({ fetcher: provider.fetcher, headers: { authorization: "Bearer client" } }).completions(request);
+    expect(server.requests.at(-1)!.headers.authorization).toBe("Bearer fresh");
+  });
+
+  it("what fetch refuses to build is a TypeError, not a NetworkError callers retry; a URL with a password is refused without showing it", async () => {
+    const badName = await rejection(new ChatClient({ fetcher: new Fetcher({ baseURL: server.origin, headers: { "X Api Key": "k" } }) }).completions(request));
+    expect([badName instanceof NetworkError, badName instanceof TypeError]).toEqual([false, true]);
+    const noScheme = await rejection(new ChatClient({ fetcher: new Fetcher({ baseURL: "api.example.com/v1" }) }).completions(request));
+    expect([noScheme instanceof NetworkError, noScheme instanceof TypeError]).toEqual([false, true]);
+    for (const make of [() => new Provider({ baseURL: "https://user:hunter2@127.0.0.1:1/v1", apiKey: "k" }), () => new Fetcher({ baseURL: "https://user:hunter2@127.0.0.1:1/v1" })]) {
+      const refused = (() => {
+        try {
+          make();
+        } catch (error) {
+          return error as Error;
+        }
+        throw new Error("expected the constructor to throw");
+      })();
+      expect(refused).toBeInstanceOf(TypeError);
+      expect(refused.message).toMatch(/^baseURL must not carry credentials \(user:password@127\.0\.0\.1:1\)/);
+      expect(refused.message).not.toContain("hunter2");
+    }
+  });
+
+  it("a timeout of NaN (an unset environment variable) is no deadline, not 1 ms", async () => {
+    server.handle((_req, res) => void sleep(30).then(() => res.writeHead(200, { "content-type": "application/json" }).end("{}")));
+    expect(await new ChatClient({ fetcher: new Fetcher({ baseURL: server.origin, timeout: Number.NaN }) }).completions(request)).toEqual({});
+  });
+
+  it("a NetworkError names the URL also when a response interceptor replaced the response (a new Response has none)", async () => {
+    server.handle(async (req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(sse(chunk({ content: "a" })));
+      await sleep(30);
+      req.socket.destroy();
+    });
+    const fetcher = new Fetcher({ baseURL: `${server.origin}/v1` });
+    fetcher.interceptors.response.push((ex) => void (ex.response = new Response(ex.response!.body, ex.response)));
+    const outcome = await readAll(await new ChatClient({ fetcher }).completions({ ...request, stream: true }));
+    expect(outcome.error).toBeInstanceOf(NetworkError);
+    expect((outcome.error as NetworkError).url).toBe(`${server.origin}/v1/chat/completions`);
+  });
+});
