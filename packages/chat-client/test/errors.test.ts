@@ -26,6 +26,14 @@ beforeEach(() => (server.requests.length = 0));
 const chat = () => new Provider({ baseURL: `${server.origin}/v1`, apiKey: "k" }).chat;
 const request = { model: "m", messages: [{ role: "user", content: "hi" }] };
 
+/** A stream that sends `events`, then has its connection cut. */
+const cutAfter = (events: string) => async (req: { socket: { destroy(): void } }, res: { writeHead(status: number, headers: Record<string, string>): unknown; write(text: string): unknown }) => {
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  res.write(events);
+  await sleep(30);
+  req.socket.destroy();
+};
+
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
     await promise;
@@ -215,12 +223,7 @@ describe("network and timeout errors", () => {
   });
 
   it("a connection cut mid-stream errors the stream with NetworkError (unlike a clean end without [DONE])", async () => {
-    server.handle(async (req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(sse(chunk({ content: "a" })));
-      await sleep(30);
-      req.socket.destroy();
-    });
+    server.handle(cutAfter(sse(chunk({ content: "a" }))));
     const outcome = await readAll(await chat().completions({ ...request, stream: true }));
     expect(outcome.events).toHaveLength(1);
     expect(outcome.error).toBeInstanceOf(NetworkError);
@@ -275,12 +278,7 @@ describe("failures that must keep what arrived, or say what the caller got wrong
   });
 
   it("break out of a stream whose connection dropped while the loop was busy ends the loop, throwing nothing", async () => {
-    server.handle(async (req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(sse(chunk({ content: "a" })) + sse(chunk({ content: "b" })));
-      await sleep(30);
-      req.socket.destroy();
-    });
+    server.handle(cutAfter(sse(chunk({ content: "a" })) + sse(chunk({ content: "b" }))));
     const stream = await chat().completions({ ...request, stream: true });
     let seen = 0;
     for await (const _event of stream) {
@@ -325,12 +323,7 @@ describe("failures that must keep what arrived, or say what the caller got wrong
   });
 
   it("a NetworkError names the URL also when a response interceptor replaced the response (a new Response has none)", async () => {
-    server.handle(async (req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write(sse(chunk({ content: "a" })));
-      await sleep(30);
-      req.socket.destroy();
-    });
+    server.handle(cutAfter(sse(chunk({ content: "a" }))));
     const fetcher = new Fetcher({ baseURL: `${server.origin}/v1` });
     fetcher.interceptors.response.push((ex) => void (ex.response = new Response(ex.response!.body, ex.response)));
     const outcome = await readAll(await new ChatClient({ fetcher }).completions({ ...request, stream: true }));
