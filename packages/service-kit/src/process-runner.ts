@@ -492,7 +492,7 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
     process.exit(1);
   }
   handleProcessFailures(logger);
-  let proc: BuiltProcess;
+  let proc: BuiltProcess | undefined;
   let urls: ProcessUrls;
   try {
     proc = await buildProcess({ ...options, logger });
@@ -500,6 +500,9 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   } catch (err) {
     logger.fatal({ err }, `startup failed: ${(err as Error).message}`);
     process.stderr.write(`startup failed: ${(err as Error).message}\n`);
+    // Built, it holds a machine-id lease (and store connections): given back, not left to its ttl — a process that
+    // failed to listen (a port in use) and was restarted in a loop held one machine id per attempt for 5 minutes.
+    if (proc) await Promise.race([proc.shutdown().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, SHUTDOWN_CLEANUP_MS).unref())]);
     process.exit(1);
   }
   const stores = Object.fromEntries(proc.modules.map((m) => [m.name, m.describe]));
