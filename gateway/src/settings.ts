@@ -1,5 +1,5 @@
 import { processSettings } from "@gov/service-kit";
-import { parseBytes, parseDurationBetween, type SettingDef } from "@gov/settings";
+import { LONGEST_TIMER_MS, parseBytesBetween, parseDurationBetween, type SettingDef } from "@gov/settings";
 
 
 /**
@@ -8,6 +8,6 @@ import { parseBytes, parseDurationBetween, type SettingDef } from "@gov/settings
  */
 export const gatewaySettings = {
   ...processSettings,
-  maxJsonBody: { name: "gov.limits.json-body", parse: parseBytes, default: 1024 * 1024, doc: "largest JSON request body (a raw config body has gov.limits.config-content)" } as SettingDef<number>,
-  sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseDurationBetween(100) /* faster would only burn CPU and bandwidth */, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
+  maxJsonBody: { name: "gov.limits.json-body", parse: parseBytesBetween(1), default: 1024 * 1024, doc: "largest JSON request body (a raw config body has gov.limits.config-content)" } as SettingDef<number>,
+  sseHeartbeat: { name: "gov.sse.heartbeat", parse: parseDurationBetween(100, LONGEST_TIMER_MS) /* faster would only burn CPU and bandwidth */, default: 15_000, doc: "how often an idle SSE watch sends a heartbeat comment" } as SettingDef<number>,
 };

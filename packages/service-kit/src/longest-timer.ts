@@ -4,4 +4,4 @@
  * milliseconds (~115 days). A deadline beyond this is as good as none for a server, so it is treated as this long
  * instead of firing at once.
  */
-export const LONGEST_TIMER_MS = 2_147_483_647;
+export { LONGEST_TIMER_MS } from "@gov/settings";

@@ -7,7 +7,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transpor
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
 import { Counter } from "prom-client";
-import { loadSettings, parseBoolean, SettingsError, parseDuration, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
+import { loadSettings, parseBoolean, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
@@ -44,7 +44,7 @@ export const processSettings = {
   } as SettingDef<number>,
   shutdownGrace: {
     name: "gov.shutdown.grace",
-    parse: parseDuration,
+    parse: parseDurationBetween(0, LONGEST_TIMER_MS),
     default: 10_000,
     doc: "on SIGTERM: how long in-flight calls may take to finish before the process exits anyway",
   } as SettingDef<number>,

@@ -4,7 +4,7 @@ import type { UniversalHandler, UniversalHandlerFn, UniversalServerRequest, Univ
 import { codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
 import { connectHttpStatus } from "./rest-status.js";
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
-import { parseDuration, type SettingDef } from "@gov/settings";
+import { LONGEST_TIMER_MS, parseDurationBetween, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { wrongMethodBody } from "./allowed-methods.js";
 import { decodeHint } from "./decode-hints.js";
@@ -86,7 +86,8 @@ export const REQUEST_TIMEOUT = { ms: 60_000, setting: "gov.limits.request-timeou
 /** `gov.limits.request-timeout`, for the process runner to read and pass to every listener (REST, Connect, gRPC). */
 export const requestTimeoutSetting = {
   name: REQUEST_TIMEOUT.setting,
-  parse: parseDuration,
+  // 0 would switch the cut off (Node's own meaning), and a request could then trickle in for ever
+  parse: parseDurationBetween(1000, LONGEST_TIMER_MS),
   default: REQUEST_TIMEOUT.ms,
   doc: "a request (headers and body) must have arrived this long after it started, or it is cut (408 / `deadline_exceeded`); slow uploads need more",
 } as SettingDef<number>;

@@ -34,6 +34,22 @@ export function parseBytes(raw: string): number {
   return Math.floor(Number(m[1]) * BYTE_UNITS[(m[2] ?? "b").toLowerCase()]);
 }
 
+/** A size parser that refuses values outside `min`..`max` bytes, saying the range (a limit of 0 refuses everything). */
+export function parseBytesBetween(min: number, max = Number.MAX_SAFE_INTEGER): (raw: string) => number {
+  const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min} byte${min === 1 ? "" : "s"}` : `from ${min} to ${max} bytes`;
+  return (raw) => {
+    const bytes = parseBytes(raw);
+    if (bytes < min || bytes > max) throw new Error(`"${raw}" is out of range: use a size ${range}`);
+    return bytes;
+  };
+}
+
+/**
+ * The longest delay a timer takes (2^31 − 1 ms, about 24.8 days): a duration setting that becomes a timer is bounded by
+ * it, since Node runs a longer one after 1 ms (a heartbeat of 25 days sent ~900 a second).
+ */
+export const LONGEST_TIMER_MS = 2_147_483_647;
+
 export function parseBoolean(raw: string): boolean {
   const v = raw.trim().toLowerCase();
   if (v === "true" || v === "1" || v === "yes") return true;

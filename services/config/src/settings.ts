@@ -1,4 +1,4 @@
-import { parseBytes, parseInteger, type SettingDef } from "@gov/settings";
+import { parseBytesBetween, parseInteger, type SettingDef } from "@gov/settings";
 import { namespaceSettings } from "@gov/namespaces";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 
@@ -17,13 +17,13 @@ export const configModuleSettings = {
   } as SettingDef<number>,
   maxContentBytes: {
     name: "gov.limits.config-content",
-    parse: parseBytes,
+    parse: parseBytesBetween(1),
     default: 1024 * 1024,
     doc: "largest config content (UTF-8 bytes)",
   } as SettingDef<number>,
   maxZipBytes: {
     name: "gov.limits.zip-upload",
-    parse: parseBytes,
+    parse: parseBytesBetween(1),
     default: 16 * 1024 * 1024,
     doc: "largest ZIP upload accepted by the import",
   } as SettingDef<number>,
@@ -35,7 +35,7 @@ export const configModuleSettings = {
   } as SettingDef<number>,
   maxZipUncompressedBytes: {
     name: "gov.limits.zip-uncompressed",
-    parse: parseBytes,
+    parse: parseBytesBetween(1),
     default: 64 * 1024 * 1024,
     doc: "largest total uncompressed size of an imported ZIP",
   } as SettingDef<number>,
