@@ -15,10 +15,13 @@ export const leaseStopped = (s: LeaseState | undefined) => s !== undefined && (s
  * The `machineId` health component (seed Area C): UP, or DOWN with the error and the time of the failed renewal while
  * the last renewal failed, or with `checking: true` while a wall-clock jump past the stop deadline is checked with the
  * store; once the lease is lost the generators have stopped, which shows as DOWN with the stop time.
- * A manual machine id has no lease and is always UP.
+ * A manual machine id has no lease and is always UP; so is a process without a machine id (segment ids only), which
+ * names none.
  */
 export function machineIdHealth(idgen: IdGen): ComponentHealth {
   const s = idgen.lease?.state();
+  // no machine id at all (idgen.machine.enabled=false: segment ids only): nothing to hold, nothing to report as held
+  if (!idgen.config.machine.enabled) return { status: "UP", details: { distributor: "none", namespace: idgen.config.namespace } };
   if (!s) return { status: "UP", details: { distributor: "manual", machineId: idgen.config.machine.machineId, namespace: idgen.config.namespace } };
   const base = { distributor: s.distributor, machineId: s.machineId, namespace: s.namespace, instanceId: s.instanceId };
   if (s.status === "UP") return { status: "UP", details: { ...base, lastRenewalAt: iso(s.lastRenewalAt), stopDeadline: iso(s.stopDeadline) } };

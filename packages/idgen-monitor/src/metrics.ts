@@ -101,11 +101,13 @@ export function registerIdgenMetrics(registry: Registry, idgen: IdGen): void {
   const num = (v: unknown) => (typeof v === "number" ? v : undefined);
 
   const families = [
+    // no sample at all in a process without a machine id (idgen.machine.enabled=false): it holds none
     family("idgen_machine_lease_up", "1 while the machine-id lease is healthy (manual ids are always up), 0 while the last renewal failed, while a wall-clock jump is checked with the store, or after the lease was lost", "gauge", () => {
+      if (!idgen.config.machine.enabled) return [];
       const s = lease();
       return one(!s || s.status === "UP" ? 1 : 0);
     }),
-    family("idgen_machine_id", "The machine id this process holds", "gauge", () => one(lease()?.machineId ?? idgen.config.machine.machineId)),
+    family("idgen_machine_id", "The machine id this process holds", "gauge", () => (idgen.config.machine.enabled ? one(lease()?.machineId ?? idgen.config.machine.machineId) : [])),
     family("idgen_machine_lease_last_success_timestamp_seconds", "Unix time of the last successful lease renewal (or distribution)", "gauge", () => {
       const s = lease();
       return one(s && s.lastRenewalAt / 1000);

@@ -22,8 +22,36 @@ describe("idgen.* settings in a process", () => {
     const start = startIdgenMonitor({ sources: { env: { IDGEN_MACHINE_DISTRIBUTOR_TYPE: "redis" }, file: {} }, application: "app", logger: capturedLogger().logger, registry: new Registry() });
     await expect(start).rejects.toThrow(/setting idgen.machine.distributor.type \(from environment variable IDGEN_MACHINE_DISTRIBUTOR_TYPE\) is invalid: redis needs the process's Redis: set REDIS_URL, or use manual/);
     // the segment counter's too (it was kept in memory instead: every process counting from 1)
-    const env = { IDGEN_MACHINE_ENABLED: "false", IDGEN_SEGMENT_ENABLED: "true", IDGEN_SEGMENT_DISTRIBUTOR_TYPE: "redis" };
+    const env = { IDGEN_MACHINE_ENABLED: "false", IDGEN_SNOWFLAKE_ENABLED: "false", IDGEN_GENERATOR_ENABLED: "false", IDGEN_SHARE: "segment", IDGEN_SEGMENT_ENABLED: "true", IDGEN_SEGMENT_DISTRIBUTOR_TYPE: "redis" };
     const segment = startIdgenMonitor({ sources: { env, file: {} }, application: "app", logger: capturedLogger().logger, registry: new Registry() });
     await expect(segment).rejects.toThrow(/setting idgen.segment.distributor.type \(from environment variable IDGEN_SEGMENT_DISTRIBUTOR_TYPE\) is invalid: redis needs the process's Redis: set REDIS_URL, or use memory/);
+  });
+});
+
+describe("a process without a machine id (idgen.machine.enabled=false, segment ids only)", () => {
+  it("is refused while the generators that need one are on; allowed, its health and metrics name no machine id", async () => {
+    const start = (env: Record<string, string>) => startIdgenMonitor({ sources: { env, file: {} }, application: "app", logger: capturedLogger().logger, registry: new Registry() });
+    await expect(start({ IDGEN_MACHINE_ENABLED: "false" })).rejects.toThrow(/idgen.machine.enabled: false leaves no machine id, which idgen.snowflake.enabled and idgen.generator.enabled need/);
+    const registry = new Registry();
+    const env = {
+      IDGEN_MACHINE_ENABLED: "false",
+      IDGEN_SNOWFLAKE_ENABLED: "false",
+      IDGEN_GENERATOR_ENABLED: "false",
+      IDGEN_SHARE: "segment",
+      IDGEN_SEGMENT_ENABLED: "true",
+      MANAGEMENT_ENDPOINT_HEALTH_SHOW_DETAILS: "always",
+    };
+    const monitor = await startIdgenMonitor({ sources: { env, file: {} }, application: "app", logger: capturedLogger().logger, registry });
+    try {
+      expect(monitor.nextId()).toMatch(/^\S+$/);
+      const { machineId } = await monitor.healthComponents(undefined);
+      expect(machineId.status).toBe("UP");
+      expect(machineId.details).toEqual({ distributor: "none", namespace: "app" }); // it held none (it said 0, "manual")
+      const text = await registry.metrics();
+      expect(text).not.toMatch(/^idgen_machine_id\{/m);
+      expect(text).not.toMatch(/^idgen_machine_lease_up\{/m);
+    } finally {
+      await monitor.close();
+    }
   });
 });

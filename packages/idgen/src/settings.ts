@@ -122,6 +122,15 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
   if (bits > (safeJavascript ? 53 : 63)) {
     throw new InvalidSettingError("idgen.snowflake.timestamp-bit", `timestamp + machine + sequence bits = ${bits}, more than ${safeJavascript ? 53 : 63}`);
   }
+  // Without a machine id neither the Snowflake generator nor the composite one is built: switched on, they (and the
+  // `__share__` of the Snowflake one) would be missing at their first use, after a startup that said nothing.
+  const needMachine = [config.snowflake.enabled && "idgen.snowflake.enabled", config.generator.enabled && "idgen.generator.enabled"].filter(Boolean);
+  if (!config.machine.enabled && needMachine.length) {
+    throw new InvalidSettingError(
+      "idgen.machine.enabled",
+      `false leaves no machine id, which ${needMachine.join(" and ")} need: keep it true, or switch ${needMachine.length > 1 ? "those" : "that"} off too (and share the segment generator: idgen.share=segment, idgen.segment.enabled=true)`,
+    );
+  }
   const shared = config[config.share];
   if (!shared.enabled) {
     // `__share__` (the request ids' source, and the default of every idgen operation) would not exist

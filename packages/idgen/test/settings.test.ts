@@ -68,6 +68,16 @@ describe("idgenConfigFromSettings", () => {
     expect(() => idgenConfigFromSettings({ "idgen.share": "segment" })).toThrow(/idgen.share: "segment" names a generator that is switched off: set idgen.segment.enabled=true/);
     expect(idgenConfigFromSettings({ "idgen.share": "segment", "idgen.segment.enabled": "true" }).share).toBe("segment");
     expect(() => idgenConfigFromSettings({ "idgen.snowflake.epoch": String(Date.now() + 86_400_000) })).toThrow(/idgen.snowflake.epoch: .* is in the future/);
+    // no machine id: the generators that need one are not built, so switched on they are refused at once (they were
+    // missing at their first use, with health reporting a machine id that was not held)
+    expect(() => idgenConfigFromSettings({ "idgen.machine.enabled": "false" })).toThrow(
+      /idgen.machine.enabled: false leaves no machine id, which idgen.snowflake.enabled and idgen.generator.enabled need: keep it true, or switch those off too/,
+    );
+    expect(() => idgenConfigFromSettings({ "idgen.machine.enabled": "false", "idgen.snowflake.enabled": "false", "idgen.segment.enabled": "true", "idgen.share": "segment" })).toThrow(
+      /which idgen.generator.enabled need: .*switch that off too/,
+    );
+    const segmentOnly = { "idgen.machine.enabled": "false", "idgen.snowflake.enabled": "false", "idgen.generator.enabled": "false", "idgen.segment.enabled": "true", "idgen.share": "segment" };
+    expect(idgenConfigFromSettings(segmentOnly).machine.enabled).toBe(false);
   });
 });
 
@@ -98,7 +108,8 @@ describe("startIdGen switches", () => {
     const logger = captureLogs().logger;
     const a = await startIdGen(idgenConfigFromSettings({ "idgen.generator.enabled": "false" }), { logger });
     expect(a.registry.names().sort()).toEqual([SHARE, "snowflake"].sort());
-    const b = await startIdGen(idgenConfigFromSettings({ "idgen.machine.enabled": "false", "idgen.segment.enabled": "true", "idgen.share": "segment" }), { logger });
+    const noMachine = { "idgen.machine.enabled": "false", "idgen.snowflake.enabled": "false", "idgen.generator.enabled": "false" };
+    const b = await startIdGen(idgenConfigFromSettings({ ...noMachine, "idgen.segment.enabled": "true", "idgen.share": "segment" }), { logger });
     expect(b.registry.names().sort()).toEqual([SHARE, "segment"].sort());
     expect(b.registry.share.kind).toBe("SegmentChainId");
     const c = await startIdGen(idgenConfigFromSettings({ "idgen.snowflake.safe-javascript": "true", "idgen.machine.machine-id": "7" }), { logger });
@@ -114,7 +125,14 @@ describe("startIdGen switches", () => {
   });
 
   it("idgen.segment.distributor.type=redis without a client fails too: a counter kept in memory would start every process at 1", async () => {
-    const config = idgenConfigFromSettings({ "idgen.segment.enabled": "true", "idgen.segment.distributor.type": "redis", "idgen.machine.enabled": "false" });
+    const config = idgenConfigFromSettings({
+      "idgen.segment.enabled": "true",
+      "idgen.segment.distributor.type": "redis",
+      "idgen.share": "segment",
+      "idgen.machine.enabled": "false",
+      "idgen.snowflake.enabled": "false",
+      "idgen.generator.enabled": "false",
+    });
     await expect(startIdGen(config, { logger: captureLogs().logger })).rejects.toThrow(/idgen\.segment\.distributor\.type.*needs a Redis client/);
   });
 });
