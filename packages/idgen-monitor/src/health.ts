@@ -20,9 +20,11 @@ export const leaseStopped = (s: LeaseState | undefined) => s !== undefined && (s
  */
 export function machineIdHealth(idgen: IdGen): ComponentHealth {
   const s = idgen.lease?.state();
-  // no machine id at all (idgen.machine.enabled=false: segment ids only): nothing to hold, nothing to report as held
-  if (!idgen.config.machine.enabled) return { status: "UP", details: { distributor: "none", namespace: idgen.config.namespace } };
-  if (!s) return { status: "UP", details: { distributor: "manual", machineId: idgen.config.machine.machineId, namespace: idgen.config.namespace } };
+  if (!s) {
+    // no machine id at all (idgen.machine.enabled=false: segment ids only): nothing held, nothing to report as held
+    if (!idgen.config.machine.enabled) return { status: "UP", details: { distributor: "none", namespace: idgen.config.namespace } };
+    return { status: "UP", details: { distributor: "manual", machineId: idgen.config.machine.machineId, namespace: idgen.config.namespace } };
+  }
   const base = { distributor: s.distributor, machineId: s.machineId, namespace: s.namespace, instanceId: s.instanceId };
   if (s.status === "UP") return { status: "UP", details: { ...base, lastRenewalAt: iso(s.lastRenewalAt), stopDeadline: iso(s.stopDeadline) } };
   if (s.status === "DOWN") {
