@@ -8,7 +8,7 @@ import { ConfigService } from "@gov/api";
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
 import { buildProcess, createLogger, type ServiceModule } from "@gov/service-kit";
 import { describe, expect, it } from "vitest";
-import { ns, seg, testSources } from "./harness.js";
+import { createTestGateway, ns, seg, testSources } from "./harness.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -197,6 +197,30 @@ describe("graceful shutdown of a built process", () => {
     } finally {
       agent.destroy();
     }
+  });
+
+  it("an upload whose body is still arriving when shutdown begins is a call in flight: it is answered, not refused as shutting down", async () => {
+    const gw = await createTestGateway(undefined, undefined, true, { GOV_SHUTDOWN_GRACE: "10s" });
+    const urls = await gw.listen();
+    const body = "slow: upload\n";
+    const answered = new Promise<{ status?: number; text: string }>((resolve, reject) => {
+      const req = http.request(`${urls.url}/v1/namespaces/${seg(ns("up"))}/configs/up.yaml`, { method: "PUT", headers: { "content-type": "text/plain", "content-length": String(body.length) } }, (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode, text }));
+      });
+      req.on("error", reject);
+      req.write(body.slice(0, 5)); // headers and the first bytes: the rest comes after the shutdown began
+      void expect
+        .poll(async () => (await fetch(`${urls.managementUrl}/actuator/health/readiness`)).status)
+        .toBe(503)
+        .then(() => new Promise((r) => setTimeout(r, 400))) // past the linger's 100 ms of quiet
+        .then(() => req.end(body.slice(5)));
+    });
+    await new Promise((r) => setTimeout(r, 100)); // the request's headers are in
+    const stopping = gw.proc.shutdown();
+    expect(await answered).toEqual({ status: 200, text: "true" });
+    await stopping;
   });
 
   it("a call still running when gov.shutdown.grace is over does not hold the process: its connection is closed", async () => {

@@ -646,7 +646,10 @@ const SHUTDOWN_QUIET_MS = 100;
  * does) resets a request sent in that instant: unread, yet to a gateway a write that "may or may not have been
  * applied" (504). So the idle ones are closed only once no request has come for a moment (a client under load empties
  * its pool here, one answer at a time, and opens its next connections elsewhere), all connections are gone, or the
- * grace is over. Watches hold their connections open; they end with the drain after this.
+ * grace is over. Watches hold their connections open; they end with the drain after this. A request whose body is
+ * still arriving (an upload on a slow link) is a call in flight too, though it has not reached any handler yet: the
+ * drain that follows refuses calls that begin after it, so the linger lasts until such bodies have arrived (it answered
+ * an upload sent before the signal 503 "shutting down", well within the grace).
  */
 async function lingerOnOpenConnections(app: FastifyInstance, sockets: Set<Socket>, deadline: number): Promise<void> {
   const server = app.server as unknown as NetServer & { prependListener(event: "request", fn: (req: unknown, res: ServerResponse) => void): void };
@@ -663,7 +666,16 @@ async function lingerOnOpenConnections(app: FastifyInstance, sockets: Set<Socket
   }
   // net.Server's close, not http.Server's: that one also closes the idle connections at once, which is the point to avoid.
   NetServerClose.call(server, () => {});
-  await waitUntil(async () => sockets.size === 0 || Date.now() - lastRequest >= SHUTDOWN_QUIET_MS, deadline);
+  await waitUntil(async () => sockets.size === 0 || (Date.now() - lastRequest >= SHUTDOWN_QUIET_MS && !receivingBody(sockets)), deadline);
+}
+
+/** Whether a request on one of `sockets` has its headers in and its body still arriving (see lingerOnOpenConnections). */
+function receivingBody(sockets: Set<Socket>): boolean {
+  for (const socket of sockets) {
+    const req = (socket as Socket & { _httpMessage?: ServerResponse & { req?: { complete: boolean } } })._httpMessage?.req;
+    if (req && !req.complete) return true;
+  }
+  return false;
 }
 
 const connectionsOf = (server: NetServer) => new Promise<number>((resolve) => server.getConnections((err, n) => resolve(err ? 0 : n)));
