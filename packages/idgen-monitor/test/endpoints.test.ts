@@ -186,6 +186,17 @@ describe("show-details and bad settings", () => {
     }
   });
 
+  it("an unknown management path names only the endpoints this listener exposes", async () => {
+    const proc = await process({ MANAGEMENT_ENDPOINTS_WEB_EXPOSURE_INCLUDE: "health" });
+    try {
+      const res = await proc.management.inject({ url: "/actuator/nothing" });
+      expect([res.statusCode, res.json().message]).toEqual([404, expect.stringMatching(/on the management port: use \/actuator\/health, .* or \/metrics$/)]);
+      expect(res.json().message).not.toContain("/actuator/idgen"); // not exposed: it was offered anyway
+    } finally {
+      await proc.shutdown();
+    }
+  });
+
   it("a bad monitor or idgen setting stops startup with its name", async () => {
     await expect(process({ MANAGEMENT_ENDPOINTS_WEB_EXPOSURE_INCLUDE: "health,shell" })).rejects.toThrow(/management\.endpoints\.web\.exposure\.include/);
     await expect(process({ MANAGEMENT_ENDPOINT_HEALTH_SHOW_DETAILS: "sometimes" })).rejects.toThrow(/management\.endpoint\.health\.show-details/);

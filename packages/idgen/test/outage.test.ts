@@ -68,10 +68,15 @@ describe.skipIf(inject("redisSkipReason"))("Redis outage", () => {
     expect(JSON.stringify(logs.find("error", "Guard Failed")[0])).not.toMatch(/\n\s+at /); // no stack
     expect(() => snowflake.nextId()).not.toThrow();
 
-    // 2. Redis back (empty): the next renewal succeeds and the state clears
+    // 2. Redis back (empty), after a second failed renewal: the next renewal succeeds and the state clears
+    await waitUntil("a second failed renewal", () => lease.state().consecutiveFailures >= 2);
     await server.start();
     await waitUntil("renewal after restore", () => lease.state().status === "UP", 3_000);
     expect(logs.find("info", "Renewed machine id again after failed renewals")).toHaveLength(1);
+    // since the first failure of the run, not the last (each failure overwrote it)
+    const again = logs.find("info", "Renewed machine id again after failed renewals")[0] as unknown as { failures: number; failedSince: number };
+    expect(again.failures).toBeGreaterThanOrEqual(2);
+    expect(again.failedSince).toBe(down.failedAt);
     expect(lease.state()).toMatchObject({ lastError: null, failedAt: null, lost: false });
     // the empty store reset the segment counter: the chain refuses to go backwards and keeps failing
 

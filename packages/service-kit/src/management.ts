@@ -165,11 +165,14 @@ export async function buildManagementApp(options: ManagementOptions): Promise<Fa
     const { contentType, body } = await metrics.scrape();
     return reply.header("content-type", contentType).send(body);
   });
+  // the endpoints this listener has (its exposure settings may leave /actuator/idgen out: it is then not offered)
+  const offered = () => ["/actuator/health", "/actuator/health/liveness", "/actuator/health/readiness", "/actuator/idgen", "/metrics"].filter((url) => app.hasRoute({ method: "GET", url }));
   const notFound = (req: FastifyRequest, reply: FastifyReply): void => {
     if (refuseWrongMethod(req, reply)) return;
+    const paths = offered();
     void reply.status(404).send({
       code: "not_found",
-      message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use /actuator/health, /actuator/health/liveness, /actuator/health/readiness, /actuator/idgen or /metrics`,
+      message: `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])} on the management port: use ${paths.length > 1 ? `${paths.slice(0, -1).join(", ")} or ${paths.at(-1)}` : (paths[0] ?? "/actuator/health")}`,
     });
   };
   app.setErrorHandler(refusalHandler(`the request body is over the limit of ${MANAGEMENT_BODY_LIMIT} bytes: the management endpoints take no body`, "management request failed", notFound));

@@ -7,7 +7,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transpor
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
 import { Counter } from "prom-client";
-import { loadSettings, parseBoolean, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
+import { loadSettings, parseBoolean, rawSetting, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
@@ -432,10 +432,16 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     transportFor,
     async listen(overrides = {}) {
       const host = overrides.host ?? ports.host;
-      const on = (app: FastifyInstance, port: number, portSetting: string) => listenNamingSettings(app, { host, port }, { host: listenerSettings.host, port: portSetting });
-      await on(http, overrides.port ?? ports.port, listenerSettings.port);
-      if (grpc) await on(grpc, overrides.grpcPort ?? ports.grpcPort, listenerSettings.grpcPort);
-      await on(management, overrides.managementPort ?? ports.managementPort, listenerSettings.managementPort);
+      // each setting named with where its value came from, as every other refused setting is
+      const named = (setting: string) => {
+        const from = rawSetting(setting, sources)?.from;
+        return from ? `${setting} (from ${from})` : setting;
+      };
+      const on = (app: FastifyInstance, override: number | undefined, port: number, portSetting: string) =>
+        listenNamingSettings(app, { host, port: override ?? port }, { host: overrides.host === undefined ? named(listenerSettings.host) : listenerSettings.host, port: override === undefined ? named(portSetting) : portSetting });
+      await on(http, overrides.port, ports.port, listenerSettings.port);
+      if (grpc) await on(grpc, overrides.grpcPort, ports.grpcPort, listenerSettings.grpcPort);
+      await on(management, overrides.managementPort, ports.managementPort, listenerSettings.managementPort);
       readiness.watch(options.healthIntervalMs ?? 5000);
       const urlOf = (app: FastifyInstance) => `http://${shownHost(host)}:${(app.server.address() as { port: number }).port}`;
       return { url: urlOf(http), grpcUrl: grpc ? urlOf(grpc) : undefined, managementUrl: urlOf(management) };

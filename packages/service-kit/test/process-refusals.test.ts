@@ -45,12 +45,12 @@ describe("listen failures name the setting", () => {
   };
 
   it("a port in use names its setting: the service's port, or the management port", async () => {
-    await expect(start({ GOV_QUIET_SERVICE_PORT: String(busyPort), GOV_QUIET_SERVICE_HOST: "127.0.0.1" })).rejects.toThrow(`setting gov.quiet-service.port is invalid: port ${busyPort} is in use on 127.0.0.1`);
-    await expect(start({ MANAGEMENT_SERVER_PORT: String(busyPort), GOV_QUIET_SERVICE_HOST: "127.0.0.1" })).rejects.toThrow(`setting management.server.port is invalid: port ${busyPort} is in use`);
+    await expect(start({ GOV_QUIET_SERVICE_PORT: String(busyPort), GOV_QUIET_SERVICE_HOST: "127.0.0.1" })).rejects.toThrow(`setting gov.quiet-service.port (from environment variable GOV_QUIET_SERVICE_PORT) is invalid: port ${busyPort} is in use on 127.0.0.1`);
+    await expect(start({ MANAGEMENT_SERVER_PORT: String(busyPort), GOV_QUIET_SERVICE_HOST: "127.0.0.1" })).rejects.toThrow(`setting management.server.port (from environment variable MANAGEMENT_SERVER_PORT) is invalid: port ${busyPort} is in use`);
   });
 
   it("a host that is no address of this machine names the host setting", async () => {
-    await expect(start({ GOV_QUIET_SERVICE_HOST: "192.0.2.77" })).rejects.toThrow(/setting gov\.quiet-service\.host is invalid: "192\.0\.2\.77" is neither an address of this machine/);
+    await expect(start({ GOV_QUIET_SERVICE_HOST: "192.0.2.77" })).rejects.toThrow(/setting gov\.quiet-service\.host \(from environment variable GOV_QUIET_SERVICE_HOST\) is invalid: "192\.0\.2\.77" is neither an address of this machine/);
   });
 });
 

@@ -36,7 +36,7 @@ describe.skipIf(inject("redisSkipReason"))("a process that fails to start", () =
     let stderr = "";
     child.stderr!.on("data", (d: Buffer) => (stderr += d));
     const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
-    expect([code, stderr]).toEqual([1, expect.stringContaining(`startup failed: setting PORT is invalid: port ${port} is in use`)]);
+    expect([code, stderr]).toEqual([1, expect.stringContaining(`startup failed: setting PORT (from environment variable PORT) is invalid: port ${port} is in use`)]);
     // it had leased a machine id (the id generator starts before the listeners): released, not left to expire
     expect(await client.hlen("idgen:{gov}:itc_idx")).toBe(0);
     expect(await client.hlen("idgen:{gov}:revert")).toBe(1);

@@ -120,6 +120,8 @@ export class MachineLease implements MachineIdSource {
   private recheck = false;
   private lastError: string | null = null;
   private failedAt: number | null = null;
+  /** When the first of the current run of failed renewals was attempted (`failedAt` is the last one's). */
+  private failingSince: number | null = null;
   private consecutiveFailures = 0;
   private readonly renewals = { success: 0, failure: 0, lost: 0 };
   private timer: NodeJS.Timeout | undefined;
@@ -383,7 +385,7 @@ export class MachineLease implements MachineIdSource {
         this.emit("confirmed");
       }
       // after `Guard Failed`, the operator also needs to read that it is over
-      if (this.consecutiveFailures > 0) logger.info({ namespace, instanceId, machineId: this.machineId, failures: this.consecutiveFailures, failedSince: this.failedAt }, "Renewed machine id again after failed renewals");
+      if (this.consecutiveFailures > 0) logger.info({ namespace, instanceId, machineId: this.machineId, failures: this.consecutiveFailures, failedSince: this.failingSince }, "Renewed machine id again after failed renewals");
       this.lastError = null;
       this.failedAt = null;
       this.consecutiveFailures = 0;
@@ -444,6 +446,7 @@ export class MachineLease implements MachineIdSource {
     if (this.status !== "CHECKING") this.status = "DOWN"; // a check stays a check: ids wait until a renewal succeeds
     this.lastError = errorText(err);
     this.failedAt = at;
+    if (this.consecutiveFailures === 0) this.failingSince = at;
     this.consecutiveFailures++;
     // the error's type and message, not its stack: a store that cannot be reached is expected here, and the stack would
     // only show the Redis client's internals, once per renewal for the whole outage
