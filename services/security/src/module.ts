@@ -1,5 +1,5 @@
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
-import { loadSettings } from "@gov/settings";
+import { loadSettings, SettingsError } from "@gov/settings";
 import { sharedRedisOf, storeBackedInstance, type Guard, type GuardContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
 import { replicaWaitMsOf } from "@gov/redis";
 import { createAuditWriter, type AuditWriter } from "./audit-log.js";
@@ -32,6 +32,12 @@ interface SecurityParts {
 const partsOf = new WeakMap<ModuleInstance, SecurityParts>();
 
 async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"]; ids: IdSource; redis?: GuardContext["redis"] }, options: SecurityModuleOptions) {
+  if (settings.accessValidity > settings.refreshValidity) {
+    // a refresh renews access: one that expires first is never needed, and a stolen access token outlives the session
+    throw new SettingsError(
+      `setting sec.jwt.token-validity.access (${settings.accessValidity} ms) is longer than sec.jwt.token-validity.refresh (${settings.refreshValidity} ms): an access token would outlive the refresh token that renews it; make it shorter`,
+    );
+  }
   const core = await createSecurityCore({
     store,
     logger: ctx.logger,

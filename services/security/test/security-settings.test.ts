@@ -134,6 +134,12 @@ describe("sec.jwt.token-validity", () => {
     expect(Date.now()).toBeGreaterThanOrEqual(access.exp! * 1000); // not refused before its exp
   });
 
+  it("an access validity longer than the refresh validity stops startup naming both", async () => {
+    await expect(start(embedded, { SEC_JWT_TOKEN_VALIDITY_ACCESS: "4h", SEC_JWT_TOKEN_VALIDITY_REFRESH: "3h" })).rejects.toThrow(
+      /setting sec\.jwt\.token-validity\.access \(14400000 ms\) is longer than sec\.jwt\.token-validity\.refresh \(10800000 ms\): an access token would outlive the refresh token/,
+    );
+  });
+
   it("refresh (4s): exp - iat is 4 s; the refresh works (also past the access token's 1 s) and is refused once it has expired", async () => {
     const p = await start(embedded, { SEC_JWT_TOKEN_VALIDITY_ACCESS: "1s", SEC_JWT_TOKEN_VALIDITY_REFRESH: "4s" });
     const pair = await p.login("root", ROOT_PASSWORD);
