@@ -2,7 +2,8 @@ import type { RegistryStore } from "./store/registry-store.js";
 
 /** What a keepalive stream reports to its client: the instance's expiry after each registration or renewal. */
 export interface KeepaliveBeat {
-  ttlAt: number;
+  /** Undefined once the instance is fixed (re-registered as such meanwhile): it never expires, and says so. */
+  ttlAt?: number;
 }
 
 export interface KeepaliveTarget {
@@ -59,7 +60,8 @@ export async function* keepInstanceAlive(
         continue; // store outage: the instance lives until its ttlAt; the next tick tries again
       }
       if (!renewed) throw new KeptInstanceGone();
-      yield { ttlAt: renewed.ttlAt ?? now() + ttlMs };
+      // (a fixed instance has no expiry: none is made up for it — one ttl from now was reported, for ever)
+      yield { ttlAt: renewed.ttlAt };
     }
   } finally {
     clearTimeout(timer);

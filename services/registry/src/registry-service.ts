@@ -254,7 +254,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       })();
       try {
         for await (const beat of keepInstanceAlive(store, target, pings, ctx.signal, now)) {
-          yield create(KeepaliveResponseSchema, { instanceId, ttlAt: timestampFromMs(beat.ttlAt) });
+          yield create(KeepaliveResponseSchema, { instanceId, ttlAt: beat.ttlAt === undefined ? undefined : timestampFromMs(beat.ttlAt) });
         }
         if (refused) throw refused;
       } catch (err) {

@@ -193,6 +193,22 @@ for (const target of storeTargets()) {
       expect(big).toMatchObject({ grpcStatus: "8", message: expect.stringMatching(/limit of \d+ bytes \(/) });
     });
 
+    it("an instance re-registered as fixed while its keepalive is open: the beats after carry no ttlAt (it never expires)", async () => {
+      const [{ client }] = transports();
+      const n = ns("fixed");
+      const ka = openKeepalive(client, { namespace: n, serviceId: "s", schema: "http", host: "f", port: 1, ttl });
+      await expect.poll(() => ka.answers.length, { timeout: 5000 }).toBe(1);
+      expect(ka.answers[0].ttlAt).toBeDefined();
+      await client.registerInstance({ namespace: n, serviceId: "s", schema: "http", host: "f", port: 1, isEphemeral: false });
+      const seen = ka.answers.length;
+      ka.ping();
+      await expect.poll(() => ka.answers.length, { timeout: 5000 }).toBeGreaterThan(seen);
+      expect(ka.answers.at(-1)!.ttlAt).toBeUndefined(); // one ttl from now was made up for it, beat after beat
+      ka.end();
+      await ka.done;
+      expect(await list(n, "s")).toEqual(["f"]);
+    });
+
     it("ends the stream with not_found when the instance is deregistered while it is kept alive", async () => {
       const [{ client }] = transports();
       const n = ns("dereg");
