@@ -19,9 +19,12 @@ const ERROR_RESPONSES: [status: string, name: string, description: string][] = [
   ["401", "Unauthenticated", "`unauthenticated`: missing or invalid credentials"],
   ["403", "PermissionDenied", "`permission_denied`: the caller may not do this"],
   ["404", "NotFound", "`not_found`: no such config, version or endpoint (never an empty 200)"],
+  ["405", "MethodNotAllowed", "`unimplemented`: this path does not take this method (the `Allow` header names those it takes)"],
+  ["408", "RequestTimeout", "`deadline_exceeded`: the request did not arrive within `gov.limits.request-timeout`: send headers and body at once"],
   ["409", "Conflict", "`already_exists` / `aborted`: a conflicting change; retry"],
   ["412", "FailedPrecondition", "`failed_precondition`: the current state does not allow this"],
   ["413", "PayloadTooLarge", "`resource_exhausted`: the body or upload is over a limit (the message names the setting)"],
+  ["415", "UnsupportedMediaType", "`invalid_argument`: a body sent as a form, or in an encoding or a content type this operation does not take (the message says how to send it)"],
   ["429", "TooManyRequests", "`resource_exhausted`: too many requests or open watches"],
   ["500", "Internal", "`internal`: a bug; the details are in the server's log, never in the answer"],
   ["503", "Unavailable", "`unavailable`: the store is unreachable (nothing was written) or the server is shutting down; retry"],
@@ -116,8 +119,14 @@ class SchemaBuilder {
   }
 
   message(desc: DescMessage): Schema {
+    // Well-known types with a JSON form of their own (the proto JSON mapping): described as the message's fields, a
+    // ListValue (the topology's producer lists) came out as {values: [Value]}, and generated clients read `.values`
+    // of what is a bare array — Array.prototype.values, typed as fine, a TypeError when called.
     if (desc.typeName === "google.protobuf.Timestamp") return { type: "string", format: "date-time" };
     if (desc.typeName === "google.protobuf.Duration") return { type: "string", example: "60s" };
+    if (desc.typeName === "google.protobuf.ListValue") return { type: "array", items: {} };
+    if (desc.typeName === "google.protobuf.Struct") return { type: "object", additionalProperties: {} };
+    if (desc.typeName === "google.protobuf.Value") return {};
     const name = this.names.get(desc.typeName) ?? desc.name;
     if (!this.components[name]) {
       this.components[name] = {}; // placeholder first: messages may refer to themselves
@@ -198,8 +207,11 @@ function requestBody(route: RestRoute, b: SchemaBuilder): Schema | undefined {
     if (isBytes) required.push(f.jsonName); // the file is what the call is about
     properties[f.jsonName] = b.documented(isBytes ? { type: "string", format: "binary" } : b.field(f), b.fieldDoc(f));
   }
-  const media = hasBytes ? "multipart/form-data" : "application/json";
-  return { required: true, content: { [media]: { schema: { type: "object", properties, ...(required.length ? { required } : {}) } } } };
+  const form = { type: "object", properties, ...(required.length ? { required } : {}) };
+  if (!hasBytes) return { required: true, content: { "application/json": { schema: form } } };
+  // an upload: a form with the file as a part, or JSON with the file in base64 (as protobuf JSON writes bytes)
+  const json = { ...form, properties: Object.fromEntries(Object.entries(properties).map(([k, v]) => [k, v.format === "binary" ? { ...v, format: "byte", description: [v.description, "In a JSON body: the file in base64."].filter(Boolean).join("\n\n") } : v])) };
+  return { required: true, content: { "multipart/form-data": { schema: form }, "application/json": { schema: json } } };
 }
 
 const isHashField = (f: DescField) => f.name === "hash" && f.fieldKind === "scalar" && f.scalar === ScalarType.STRING;
@@ -271,8 +283,8 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
         ? [{ name: "Last-Event-ID", in: "header", required: false, description: "the `id:` of the last event received: when it names the current state, that first event is not sent again", schema: { type: "string" } }]
         : [];
     const body = requestBody(route, b);
-    // 413 is about request bodies; an operation without one cannot be too large
-    const errors = Object.fromEntries(Object.entries(responseRefs).filter(([status]) => status !== "413" || body));
+    // 413 and 415 are about request bodies; an operation without one cannot have a body too large or of a wrong kind
+    const errors = Object.fromEntries(Object.entries(responseRefs).filter(([status]) => (status !== "413" && status !== "415") || body));
     const op: Schema = {
       operationId: `${route.service.name}_${route.method.name}`,
       tags: [route.service.name],

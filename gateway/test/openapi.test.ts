@@ -115,7 +115,8 @@ describe("the REST surface derives from the proto", () => {
     expect(codes).toHaveLength(16);
     for (const op of operations(doc)) {
       expect(op.responses["413"] !== undefined, `${op.operationId} 413`).toBe(op.requestBody !== undefined);
-      for (const status of ["400", "401", "403", "404", "409", "412", "429", "500", "503", "504"]) {
+      expect(op.responses["415"] !== undefined, `${op.operationId} 415`).toBe(op.requestBody !== undefined);
+      for (const status of ["400", "401", "403", "404", "405", "408", "409", "412", "429", "500", "503", "504"]) {
         const ref = op.responses[status]?.$ref;
         expect(ref, `${op.operationId} ${status}`).toMatch(/^#\/components\/responses\//);
         const response = doc.components.responses[ref!.split("/").pop()!] as { content: Record<string, { schema: unknown }> };
@@ -146,6 +147,10 @@ describe("the REST surface derives from the proto", () => {
     const imp = doc.paths["/v1/namespaces/{namespace}/configs"].post.requestBody!.content["multipart/form-data"] as { schema: { properties: Record<string, unknown>; required: string[] } };
     expect(imp.schema.properties.importZip).toMatchObject({ type: "string", format: "binary" });
     expect(imp.schema.required).toEqual(["importZip"]);
+    // or JSON with the archive in base64, which the server takes too (its 415 for a raw body says so)
+    const impJson = doc.paths["/v1/namespaces/{namespace}/configs"].post.requestBody!.content["application/json"] as { schema: { properties: Record<string, unknown>; required: string[] } };
+    expect(impJson.schema.properties.importZip).toMatchObject({ type: "string", format: "byte" });
+    expect(impJson.schema.required).toEqual(["importZip"]);
     const watch = doc.paths[`${CONFIG}/watch`].get;
     expect(Object.keys(watch.responses["200"].content!)).toEqual(["text/event-stream"]);
     expect(watch.parameters.map((p) => p.name)).toContain("Last-Event-ID");

@@ -5,6 +5,7 @@ import { createRegistryClient } from "@gov/registry-client";
 import { UNKNOWN_CONSUMER_RETRY_MS } from "@gov/registry-service";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { BuiltProcess } from "@gov/service-kit";
+import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { StatsStores } from "../src/worker/stores.js";
 import { freshNamespace, seg, startStatsProcess, statsTargets, type TestNamespaces } from "./stats-harness.js";
@@ -117,6 +118,17 @@ for (const target of statsTargets()) {
       // and a deleted consumer's edges go with it
       expect(await del(`${services(home)}/A`)).toBe(200);
       expect(await topology(home)).toEqual({});
+    });
+
+    it("the answer is what /openapi.json says it is: a map of producer arrays (it said objects of {values: [Value]})", async () => {
+      const ns = await setUp();
+      await get(`${services(ns)}/B/instances`, { "x-gov-consumer": "A" });
+      await expect.poll(() => topology(ns), POLL).toEqual({ A: ["B"] });
+      const doc = (await get("/openapi.json")).json as { paths: Record<string, { get: { responses: Record<string, { content: Record<string, { schema: object }> }> } }> };
+      const schema = doc.paths["/v1/namespaces/{namespace}/stat/topology"].get.responses["200"].content["application/json"].schema;
+      const validate = new Ajv2020({ strict: false }).compile(schema);
+      expect(validate(await topology(ns)), JSON.stringify(validate.errors)).toBe(true);
+      expect(schema).toMatchObject({ type: "object", additionalProperties: { type: "array" } });
     });
 
     it("over Connect: the same header as request metadata; the topology read over Connect", async () => {
