@@ -1,6 +1,7 @@
 import { getOption, ScalarType, type DescField, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { download_media_type } from "@gov/api/gen/gov/api/v1/http_body_pb";
+import { field_behavior, FieldBehavior } from "@gov/api/gen/google/api/field_behavior_pb";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import { codeName } from "./errors.js";
 import { isHttpBody } from "./transcode/response.js";
@@ -204,7 +205,8 @@ function requestBody(route: RestRoute, b: SchemaBuilder): Schema | undefined {
   for (const f of route.method.input.fields) {
     if (bound.has(f)) continue;
     const isBytes = f.fieldKind === "scalar" && f.scalar === ScalarType.BYTES;
-    if (isBytes) required.push(f.jsonName); // the file is what the call is about
+    // the file is what the call is about; other fields say so in the proto (google.api.field_behavior)
+    if (isBytes || getOption(f, field_behavior).includes(FieldBehavior.REQUIRED)) required.push(f.jsonName);
     properties[f.jsonName] = b.documented(isBytes ? { type: "string", format: "binary" } : b.field(f), b.fieldDoc(f));
   }
   const form = { type: "object", properties, ...(required.length ? { required } : {}) };

@@ -81,6 +81,9 @@ describe("the registry's REST surface derives from the proto, in the all-in-one 
     expect(Object.keys(doc.components.schemas.Instance.properties)).toEqual(
       ["instanceId", "serviceId", "schema", "host", "port", "weight", "isEphemeral", "ttlAt", "metadata", "isExpired"],
     );
+    // What the proto marks REQUIRED (google.api.field_behavior) is required in the body: a generated client's type says so
+    const register = doc.paths["/v1/namespaces/{namespace}/services/{serviceId}/instances"].put.requestBody;
+    expect((register!.content["application/json"].schema as { required?: string[] }).required).toEqual(["schema", "host", "port"]);
     // The metadata PUT's body is the bare map, as JSON.
     const metadata = doc.paths["/v1/namespaces/{namespace}/services/{serviceId}/instances/{instanceId}/metadata"].put.requestBody;
     expect(Object.keys(metadata!.content)).toEqual(["application/json"]);

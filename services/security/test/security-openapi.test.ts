@@ -46,6 +46,12 @@ describe("the security service's REST surface derives from the proto", () => {
     for (const [method, path] of SEED) expect(doc.paths[path]?.[method.toLowerCase()], `${method} ${path}`).toBeDefined();
     const role = (doc.paths["/v1/users/{username}/role"] ?? {}).patch;
     expect(role?.requestBody?.content["application/json"].schema).toMatchObject({ type: "array", items: { type: "string" } });
+    // what the proto marks REQUIRED (google.api.field_behavior) is required in the bodies
+    const required = (path: string, method: string) => (doc.paths[path][method].requestBody?.content["application/json"].schema as { required?: string[] }).required;
+    expect(required("/v1/authenticate/{username}/login", "post")).toEqual(["password"]);
+    expect(required("/v1/authenticate/{username}/refresh", "post")).toEqual(["accessToken", "refreshToken"]);
+    expect(required("/v1/users/{username}", "post")).toEqual(["password"]);
+    expect(required("/v1/users/{username}/password", "patch")).toEqual(["newPassword"]);
   });
 
   it("says how to authenticate: a bearer scheme for every operation, none for login and refresh", () => {
