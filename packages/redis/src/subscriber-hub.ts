@@ -78,6 +78,35 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
     void attempt();
   };
 
+  // A Cluster master that goes away and answers again may hold other data than before (restarted without persistence:
+  // empty; a replica promoted over writes it had not received), and the hub's own connection, on another node, hears
+  // nothing of it: read caches kept serving configs that were gone, watches skipped the versions that started again at
+  // 1, the namespace index was not written again. So when a connection of `client` to a node closes, every subscriber
+  // is told at once that it lost the feed and that it is live again: caches start over, watches re-read (waiting out
+  // the node's outage). A connection that closes and comes back with its data intact costs a re-read, nothing more.
+  const nodeDropped = () => {
+    if (stopped || !live) return;
+    for (const e of entries) e.on.lost();
+    for (const e of entries) markLive(e);
+  };
+  if (client instanceof Cluster) {
+    const watched = new WeakSet<Redis>();
+    const watch = (node: Redis) => {
+      if (watched.has(node)) return;
+      watched.add(node);
+      // once per connection that had been ready: its failed reconnect attempts close too, and are the same outage
+      let up = node.status === "ready";
+      node.on("ready", () => void (up = true));
+      node.on("close", () => {
+        if (!up) return;
+        up = false;
+        nodeDropped();
+      });
+    };
+    for (const node of client.nodes()) watch(node);
+    client.on("+node", watch);
+  }
+
   const open = (): RedisClient => {
     // A Cluster's subscriber must move off a frozen node, which sends neither messages nor errors (keepSlotsCurrent).
     const s = client instanceof Cluster ? keepSlotsCurrent(client.duplicate()) : client.duplicate();
