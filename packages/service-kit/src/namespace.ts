@@ -57,3 +57,13 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
     );
   }
 }
+
+/** Whether {@link checkNamespace} accepts `namespace`: for a name a caller supplies that is not refused but skipped. */
+export function isValidNamespace(namespace: string, rule: NamespaceRule): boolean {
+  try {
+    checkNamespace(namespace, rule);
+    return true;
+  } catch {
+    return false;
+  }
+}

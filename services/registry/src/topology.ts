@@ -1,7 +1,7 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
 import { callerOf, mayAccess } from "@gov/security-service";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { isValidNamespace, type NamespaceRule } from "@gov/service-kit";
 import { serviceKeys } from "./store/redis-registry-scripts.js";
 import { checkServiceId } from "./validation.js";
 
@@ -206,7 +206,7 @@ export function createTopologyRecorder(deps: TopologyRecorderDeps): TopologyReco
       const now = deps.now();
       const next = nextWrite.get(edgeKey);
       if (next !== undefined && now < next) return;
-      if (!valid(() => checkServiceId(consumer)) || (consumerNs !== namespace && !valid(() => checkNamespace(consumerNs, deps.namespaceRule)))) return;
+      if (!valid(() => checkServiceId(consumer)) || (consumerNs !== namespace && !isValidNamespace(consumerNs, deps.namespaceRule))) return;
       if (consumerNs !== namespace && !mayAccess(callerOf(ctx), consumerNs, "r")) return;
       if (nextWrite.size >= MAX_REMEMBERED_EDGES) nextWrite.clear();
       nextWrite.set(edgeKey, now + EDGE_WRITE_INTERVAL_MS);

@@ -4,7 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { RegistryStore, TopologyEdge, TopologyStore } from "@gov/registry-service";
 import { callerOf } from "@gov/security-service";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, isValidNamespace, type NamespaceRule } from "@gov/service-kit";
 import { visibleNamespaces } from "../namespaces/namespace-service.js";
 import type { NamespaceSource } from "../worker/stats-pass.js";
 import { EMPTY_STAT, type StatsStore } from "./stats-store.js";
@@ -46,21 +46,12 @@ async function liveEdges(deps: Pick<StatsServiceDeps, "topology" | "registry" | 
     if (own.has(producer)) return true;
     for (let dot = producer.indexOf("."); dot > 0; dot = producer.indexOf(".", dot + 1)) {
       const ns = producer.slice(0, dot);
-      if (ns !== namespace && isNamespace(ns, deps.namespaceRule) && (await servicesOf(ns)).has(producer.slice(dot + 1))) return true;
+      if (ns !== namespace && isValidNamespace(ns, deps.namespaceRule) && (await servicesOf(ns)).has(producer.slice(dot + 1))) return true;
     }
     return false;
   };
   const kept = await Promise.all(edges.map(async (e) => own.has(e.consumer) && (await exists(e.producer))));
   return edges.filter((_, i) => kept[i]);
-}
-
-function isNamespace(name: string, rule: NamespaceRule): boolean {
-  try {
-    checkNamespace(name, rule);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Reads only: the stat the worker stored for the namespace, and the namespace's live topology edges. */
