@@ -75,7 +75,7 @@ export function createRedis(url: string, options: ConnectOptions = {}): RedisCli
   if (target.kind === "cluster") guardClusterPipelines(); // see cluster-pipelines.ts: replies astray after a failover
   const client =
     target.kind === "standalone"
-      ? withOurConnections(new Redis(target.url, base))
+      ? new Redis(target.url, base)
       : new Cluster(target.nodes, {
           enableOfflineQueue: !failFast,
           // Not on a Cluster: its auto-pipelines write to a node connection directly, so a write issued just as the

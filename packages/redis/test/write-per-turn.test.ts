@@ -51,6 +51,17 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
     }
   });
 
+  it("a command passes the client's habits once: one cork of its socket, one uncork at the turn's end", async () => {
+    // createRedis once wrapped a standalone client twice: every command paid both wrappers, corked its socket twice
+    // and scheduled two uncorks a turn
+    const socket = client.stream;
+    const reply = client.set("{turn}:once", "1");
+    expect(socket.writableCorked).toBe(1);
+    await nextTurn();
+    expect(socket.writableCorked).toBe(0);
+    expect(await reply).toBe("OK");
+  });
+
   it("a later turn's commands are sent while an earlier turn's are still unanswered", async () => {
     const socket = client.stream;
     process.kill(redis.pid!, "SIGSTOP");
