@@ -5,7 +5,7 @@ import { field_behavior, FieldBehavior } from "@gov/api/gen/google/api/field_beh
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import { codeName } from "./errors.js";
 import { isHttpBody } from "./transcode/response.js";
-import type { RestRoute } from "./transcode/rest-routes.js";
+import { isSecret, type RestRoute } from "./transcode/rest-routes.js";
 
 type Schema = Record<string, unknown>;
 /** Proto comments by full name (`pkg.Service.Method`, `pkg.Message.field`), as `npm run generate` writes them. */
@@ -271,10 +271,9 @@ export function buildOpenApi(routes: RestRoute[], info: { title: string; version
   for (const route of routes) {
     services.set(route.service.typeName, route.service);
     const bound = new Set([...route.pathFields, ...(route.body && route.body !== "*" ? [route.body] : [])]);
-    const query =
-      route.body === "*"
-        ? route.method.input.fields.filter((f) => !bound.has(f) && f.fieldKind === "scalar" && f.scalar !== ScalarType.BYTES)
-        : route.method.input.fields.filter((f) => !bound.has(f) && f.fieldKind === "scalar");
+    const query = route.method.input.fields.filter(
+      (f) => !bound.has(f) && f.fieldKind === "scalar" && !isSecret(f) && (route.body !== "*" || f.scalar !== ScalarType.BYTES),
+    );
     const { summary, description } = splitComment(docs[`${route.service.typeName}.${route.method.name}`]);
     const rpc = `Connect/gRPC: \`${route.service.typeName}/${route.method.name}\``;
     const conditional = hasEntityTag(route)

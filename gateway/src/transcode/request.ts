@@ -4,7 +4,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { FastifyRequest } from "fastify";
 import { decodeHint, parserMessage, refuseLostKeys } from "@gov/service-kit";
 import { bodyOverLimit, excerpt, HttpError, JSON_BODY_SETTING, JSON_TYPE, routeBodyLimit } from "../errors.js";
-import type { RestRoute } from "./rest-routes.js";
+import { isSecret, type RestRoute } from "./rest-routes.js";
 
 const invalid = (message: string) => new ConnectError(message, Code.InvalidArgument);
 // ignoreBOM: a leading BOM is content and is stored as sent (the default decoder would drop it).
@@ -377,6 +377,7 @@ function queryFields(route: RestRoute, query: Record<string, string | string[]>,
   for (const [key, value] of Object.entries(query)) {
     const field = fieldByName(schema, key);
     if (!field || bound.has(field)) continue;
+    if (isSecret(field)) throw invalid(`${field.jsonName} is not taken from the query string (URLs are kept in logs and histories): send it in the body`);
     const v = queryValue(field, value);
     // by its JSON name and its proto name, or in the body and in the query: once, or the same each time
     const inQuery = init[field.localName];

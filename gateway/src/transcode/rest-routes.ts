@@ -31,6 +31,12 @@ export function takesRawContent(route: RestRoute): boolean {
   return body !== undefined && body !== "*" && body.fieldKind === "scalar" && (body.scalar === ScalarType.STRING || body.scalar === ScalarType.BYTES);
 }
 
+/**
+ * A secret (`debug_redact` in the proto: passwords, tokens) is taken from a request body only: a URL's query string ends
+ * up in proxy and server logs, shell history and browser history.
+ */
+export const isSecret = (field: DescField): boolean => field.proto.options?.debugRedact === true;
+
 function fieldOf(method: DescMethod, side: "input" | "output", name: string): DescField {
   const msg = method[side];
   const field = msg.fields.find((f) => f.name === name);

@@ -63,6 +63,30 @@ describe("the security service's REST surface derives from the proto", () => {
     expect(d.paths["/v1/users"].get.security).toBeUndefined(); // the document's default: a token
   });
 
+  it("takes passwords and tokens from a body only, never from a URL's query string (and documents none there)", async () => {
+    const params = (path: string, method: string) =>
+      ((doc.paths[path][method] as { parameters?: { name: string; in: string }[] }).parameters ?? []).filter((x) => x.in === "query").map((x) => x.name);
+    expect(params("/v1/authenticate/{username}/login", "post")).toEqual([]);
+    expect(params("/v1/authenticate/{username}/refresh", "post")).toEqual([]);
+    expect(params("/v1/users/{username}", "post")).toEqual([]);
+    expect(params("/v1/users/{username}/password", "patch")).toEqual([]);
+
+    const post = (path: string, body = "{}", method = "POST") => fetch(`${p.url}${path}`, { method, headers: { "content-type": "application/json" }, body });
+    const inQuery = await post(`/v1/authenticate/root/login?password=${encodeURIComponent(ROOT_PASSWORD)}`);
+    expect(inQuery.status).toBe(400);
+    expect(await inQuery.json()).toEqual({ code: "invalid_argument", message: "password is not taken from the query string (URLs are kept in logs and histories): send it in the body" });
+    // by its proto name too, and beside a body that gives it: the same refusal, not "given twice"
+    const both = await post(`/v1/authenticate/root/login?password=x`, JSON.stringify({ password: ROOT_PASSWORD }));
+    expect(both.status).toBe(400);
+    const { accessToken, refreshToken } = await p.login("root", ROOT_PASSWORD);
+    const refresh = await post(`/v1/authenticate/root/refresh?refresh_token=${refreshToken}`, JSON.stringify({ accessToken }));
+    expect(((await refresh.json()) as { message: string }).message).toMatch(/^refreshToken is not taken from the query string/);
+    const change = await fetch(`${p.url}/v1/users/root/password?newPassword=x`, { method: "PATCH", headers: { authorization: `Bearer ${accessToken}`, "content-type": "application/json" }, body: "{}" });
+    expect(change.status).toBe(400);
+    // in the body, as always
+    expect((await post("/v1/authenticate/root/login", JSON.stringify({ password: ROOT_PASSWORD }))).status).toBe(200);
+  });
+
   it("documents the audit-log export as the CSV it is (not a ZIP)", async () => {
     const d = doc as unknown as { paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>> };
     expect(Object.keys(d.paths["/v1/audit-log/export"].get.responses["200"].content)).toEqual(["text/csv"]);
