@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { excerpt } from "./excerpt.js";
+import { invisibleCharacterIn, withInvisibleWrittenOut } from "./invisible-characters.js";
 
 export interface NamespaceRule {
   /** gov.namespace.require-hash-tag: false lifts the check (standalone storage only). */
@@ -35,6 +36,15 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
     // ":" separates the namespace from the rest of a key: allowing it would let two namespaces share keys.
     throw new ConnectError(
       `namespace "${excerpt(namespace.slice(0, 64))}" is not allowed: use at most ${MAX_LENGTH} characters without spaces, ":", control characters or bidirectional text controls`,
+      Code.InvalidArgument,
+    );
+  }
+  // "{dev}" followed by a zero-width space shows as "{dev}" in every list, log and message, yet is another namespace
+  // (another role binding, other data): a name must read as what it is.
+  const invisible = invisibleCharacterIn(namespace);
+  if (invisible) {
+    throw new ConnectError(
+      `namespace "${excerpt(withInvisibleWrittenOut(namespace.slice(0, 64)))}" contains ${invisible}, a character that does not show (a zero-width or format character): remove it`,
       Code.InvalidArgument,
     );
   }

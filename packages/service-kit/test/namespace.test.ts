@@ -34,7 +34,14 @@ describe("namespace rule (contract §2)", () => {
   it("rejects bidirectional text controls (a name must display as what it is), quoting the name escaped", () => {
     for (const c of ["\u202e", "\u2066", "\u200f", "\u061c"]) expect(rejects(`{dev}${c}`)).toContain("bidirectional");
     expect(rejects("{dev}\u202eved")).toContain('"{dev}?ved"'); // shown as it reads, never reversed
-    expect(() => checkNamespace("{team-\u{1f468}\u200d\u{1f469}}", strict)).not.toThrow(); // a joiner is not a bidi control
+  });
+
+  it("rejects characters that do not show, naming the character and writing the name out (the user-name rule)", () => {
+    // "{dev}" + U+200B lists, logs and reads as "{dev}" and is another namespace: other data, other role bindings
+    expect(rejects("{dev}\u200b")).toBe('namespace "{dev}\\u200b" contains U+200B, a character that does not show (a zero-width or format character): remove it');
+    for (const c of ["\u00ad", "\u2060", "\u3164", "\ufe0f", "\u{e0041}", "\u034f", "\u200d"]) expect(rejects(`{dev${c}}`)).toContain("does not show");
+    // other scripts, accents and plain emoji show as what they are
+    for (const ns of ["{zöne}", "{開発}", "{команда}", "{team-\u{1f680}}"]) expect(() => checkNamespace(ns, strict)).not.toThrow();
   });
 
   it("with require-hash-tag=false, plain names pass (standalone storage only) but the character rules stay", () => {

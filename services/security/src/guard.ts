@@ -2,13 +2,12 @@ import { getOption, type DescField, type DescMessage, type DescMethod } from "@b
 import { FeatureSet_FieldPresence, MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createContextKey, type Interceptor, type StreamRequest, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
 import { http } from "@gov/api";
-import { checkNamespace, nothingWritten, outageError, restStatusOf, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, nothingWritten, outageError, restStatusOf, withInvisibleWrittenOut, type NamespaceRule } from "@gov/service-kit";
 import { Access, access } from "@gov/api/gen/gov/security/v1/access_pb";
 import type { IdSource } from "./ids.js";
 import { isCountedRefusal, NO_OUTCOME, type AuditWriter } from "./audit-log.js";
 import { mayAccess, principalKey, type Principal } from "./principal.js";
 import type { AuditSelection } from "./settings.js";
-import { withInvisibleWrittenOut } from "./name-rules.js";
 import type { AuditRecord } from "./store/security-store.js";
 
 /** What the interceptors decide per method, worked out once from its descriptor. */
@@ -245,7 +244,7 @@ const auditCallKey = createContextKey<AuditCall | undefined>(undefined);
 
 /**
  * Who the entry is for: the caller, or for a login (no principal yet) the user it is for — as sent by anyone, so the
- * characters in it that do not show are written out (`\u202e`, `\u200b`; see name-rules.ts): new user names cannot
+ * characters in it that do not show are written out (`\u202e`, `\u200b`; see invisible-characters.ts in the service kit): new user names cannot
  * hold them, and an entry must not show a failed login as another user's.
  */
 function operatorOf(req: UnaryRequest | StreamRequest, rule: MethodRule, first: unknown): string {

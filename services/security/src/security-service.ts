@@ -1,8 +1,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
-import { invisibleCharacterIn } from "./name-rules.js";
+import { checkNamespace, invisibleCharacterIn, type NamespaceRule } from "@gov/service-kit";
 import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
 import { hashPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
@@ -29,7 +28,7 @@ function checkName(value: string, what: string): void {
 /**
  * A new user's or role's name, beyond {@link checkName}: no space at either end (two names that look alike), and no
  * character that draws nothing or rearranges what is drawn (zero-width, bidirectional and other format characters, C1
- * controls: see name-rules.ts), with which a name can show in the user list and the audit log as another. Only for
+ * controls: see invisible-characters.ts in the service kit), with which a name can show in the user list and the audit log as another. Only for
  * names being created: existing ones keep working.
  */
 function checkNewName(value: string, what: string): void {
