@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import http from "node:http";
+import http2 from "node:http2";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -221,6 +222,38 @@ describe("graceful shutdown of a built process", () => {
     const stopping = gw.proc.shutdown();
     expect(await answered).toEqual({ status: 200, text: "true" });
     await stopping;
+  });
+
+  it("on the gRPC port too: a call whose request is still arriving when shutdown begins is answered; new streams go elsewhere (GOAWAY)", async () => {
+    const gw = await createTestGateway(undefined, undefined, true, { GOV_SHUTDOWN_GRACE: "10s" });
+    const urls = await gw.listen();
+    const session = http2.connect(urls.grpcUrl);
+    session.on("error", () => {});
+    let goaway = false;
+    session.once("goaway", () => (goaway = true));
+    try {
+      const body = JSON.stringify({ namespace: ns("h2up"), configId: "up.yaml", data: "slow: upload\n" });
+      const stream = session.request({ ":method": "POST", ":path": "/gov.config.v1.ConfigService/SetConfig", "content-type": "application/json", "content-length": String(body.length) });
+      const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
+        let status = 0;
+        let text = "";
+        stream.on("response", (h) => (status = Number(h[":status"])));
+        stream.on("data", (d) => (text += d));
+        stream.on("end", () => resolve({ status, text }));
+        stream.on("error", reject);
+      });
+      stream.write(body.slice(0, 5)); // the headers and the first bytes: the rest comes after the shutdown began
+      await new Promise((r) => setTimeout(r, 100));
+      const stopping = gw.proc.shutdown();
+      await expect.poll(() => goaway).toBe(true);
+      await new Promise((r) => setTimeout(r, 400)); // past the HTTP/1.1 linger's 100 ms of quiet
+      stream.end(body.slice(5));
+      // before the fix: 503 "the server is shutting down" for a call whose client began it before the signal
+      expect(await answered).toEqual({ status: 200, text: JSON.stringify({ changed: true, version: 1 }) });
+      await stopping;
+    } finally {
+      session.destroy();
+    }
   });
 
   it("a call still running when gov.shutdown.grace is over does not hold the process: its connection is closed", async () => {

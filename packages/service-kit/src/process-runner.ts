@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import type { Http2Server, Http2Session } from "node:http2";
+import { constants as h2, type Http2Server, type Http2Session, type ServerHttp2Stream } from "node:http2";
 import type { ServerResponse } from "node:http";
 import { Server as NetServerClass, type Server as NetServer, type Socket } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
@@ -357,6 +357,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   }
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
   const sessions = grpc ? trackOpen<Http2Session>(grpc.server as unknown as Http2Server, "session") : new Set<Http2Session>();
+  const h2Calls = grpc ? trackH2Calls(grpc.server as unknown as Http2Server, impls) : new Set<ServerHttp2Stream>();
   const connections = trackOpen<Socket>(http.server as unknown as NetServer, "connection");
 
   // Listening addresses: the gateway's (PORT, HOST, gov.grpc.port), or the first local module's own endpoint.
@@ -391,10 +392,13 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     await new Promise((resolve) => setImmediate(resolve));
     const deadline = Date.now() + settings.shutdownGrace;
     const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
+    // GOAWAY at once: h2 clients open no new streams here, finish those they have and reconnect elsewhere.
+    for (const session of sessions) session.close();
     await lingerOnOpenConnections(http, connections, deadline);
+    // As on HTTP/1.1 (see lingerOnOpenConnections): a call whose request is still arriving began before the signal.
+    await waitUntil(async () => !receivingH2Call(h2Calls), deadline);
     drain.begin();
     for (const app of servers) app.server.close(() => {}); // no new connections (the HTTP/1.1 listener has none since the linger)
-    for (const session of sessions) session.close(); // GOAWAY: clients finish their streams and reconnect elsewhere
     const drained = await waitUntil(async () => {
       for (const app of servers) (app.server as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       if (drain.inflight() > 0) return false;
@@ -680,6 +684,35 @@ function receivingBody(sockets: Set<Socket>): boolean {
   for (const socket of sockets) {
     const req = (socket as Socket & { _httpMessage?: ServerResponse & { req?: { complete: boolean } } })._httpMessage?.req;
     if (req && !req.complete) return true;
+  }
+  return false;
+}
+
+/**
+ * The h2 streams of unary and server-streaming calls (gRPC, Connect over h2), each until it closes: the ones whose
+ * client has not finished sending the request are calls in flight that no handler has seen yet (an import's archive
+ * still arriving). Client-streaming and bidirectional calls (a keepalive) send for as long as they live: the drain
+ * ends them.
+ */
+function trackH2Calls(server: Http2Server, impls: LocalService[]): Set<ServerHttp2Stream> {
+  const paths = new Set<string>();
+  for (const { service } of impls) {
+    for (const m of service.methods) if (m.methodKind === "unary" || m.methodKind === "server_streaming") paths.add(`/${service.typeName}/${m.name}`);
+  }
+  const open = new Set<ServerHttp2Stream>();
+  server.on("stream", (stream: ServerHttp2Stream, headers: Record<string, unknown>) => {
+    if (stream.endAfterHeaders || !paths.has(String(headers[":path"]))) return;
+    open.add(stream);
+    stream.once("close", () => open.delete(stream));
+  });
+  return open;
+}
+
+/** Whether a call on `streams` has its request still arriving: its client has not ended its side of the stream. */
+function receivingH2Call(streams: Set<ServerHttp2Stream>): boolean {
+  for (const stream of streams) {
+    const state = stream.destroyed ? undefined : stream.state?.state;
+    if (state === h2.NGHTTP2_STREAM_STATE_OPEN) return true;
   }
   return false;
 }
