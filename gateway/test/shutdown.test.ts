@@ -246,6 +246,13 @@ describe("graceful shutdown of a built process", () => {
       await new Promise((r) => setTimeout(r, 100));
       const stopping = gw.proc.shutdown();
       await expect.poll(() => goaway).toBe(true);
+      // and no new connection is taken on the gRPC port meanwhile (a reconnecting client goes elsewhere)
+      const refused = await new Promise<string>((resolve) => {
+        const again = http2.connect(urls.grpcUrl);
+        again.once("connect", () => (again.destroy(), resolve("connected")));
+        again.once("error", (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+      });
+      expect(refused).toBe("ECONNREFUSED");
       await new Promise((r) => setTimeout(r, 400)); // past the HTTP/1.1 linger's 100 ms of quiet
       stream.end(body.slice(5));
       // before the fix: 503 "the server is shutting down" for a call whose client began it before the signal

@@ -392,7 +392,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     await new Promise((resolve) => setImmediate(resolve));
     const deadline = Date.now() + settings.shutdownGrace;
     const servers = [http, grpc].filter((a): a is FastifyInstance => !!a && a.server.listening);
-    // GOAWAY at once: h2 clients open no new streams here, finish those they have and reconnect elsewhere.
+    // The gRPC listener stops accepting and its sessions get GOAWAY at once: h2 clients open no new streams or
+    // connections here, finish the streams they have and reconnect elsewhere.
+    grpc?.server.close(() => {});
     for (const session of sessions) session.close();
     await lingerOnOpenConnections(http, connections, deadline);
     // As on HTTP/1.1 (see lingerOnOpenConnections): a call whose request is still arriving began before the signal.
