@@ -1,5 +1,5 @@
 import { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
-import { loadSettings, SettingsError } from "@gov/settings";
+import { loadSettings, rawSetting, SettingsError, type SettingsSources } from "@gov/settings";
 import { sharedRedisOf, storeBackedInstance, type Guard, type GuardContext, type ModuleInstance, type ServiceModule } from "@gov/service-kit";
 import { replicaWaitMsOf } from "@gov/redis";
 import { createAuditWriter, type AuditWriter } from "./audit-log.js";
@@ -31,11 +31,18 @@ interface SecurityParts {
 }
 const partsOf = new WeakMap<ModuleInstance, SecurityParts>();
 
-async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"]; ids: IdSource; redis?: GuardContext["redis"] }, options: SecurityModuleOptions) {
+/** A setting's value as the operator gave it, and where: `"4h" (from environment variable …)`, or `15m (the default)`. */
+function asGiven(def: { name: string }, defaultText: string, sources: SettingsSources): string {
+  const given = rawSetting(def.name, sources);
+  return given ? `"${given.raw}" (from ${given.from})` : `${defaultText} (the default)`;
+}
+
+async function openParts(store: SecurityStore, settings: Settings, ctx: { logger: GuardContext["logger"]; ids: IdSource; redis?: GuardContext["redis"]; sources: SettingsSources }, options: SecurityModuleOptions) {
   if (settings.accessValidity > settings.refreshValidity) {
     // a refresh renews access: one that expires first is never needed, and a stolen access token outlives the session
+    const { accessValidity: access, refreshValidity: refresh } = securityModuleSettings;
     throw new SettingsError(
-      `setting sec.jwt.token-validity.access (${settings.accessValidity} ms) is longer than sec.jwt.token-validity.refresh (${settings.refreshValidity} ms): an access token would outlive the refresh token that renews it; make it shorter`,
+      `setting ${access.name}, ${asGiven(access, "15m", ctx.sources)}, is longer than ${refresh.name}, ${asGiven(refresh, "3h", ctx.sources)}: an access token would outlive the refresh token that renews it; make it shorter`,
     );
   }
   const core = await createSecurityCore({

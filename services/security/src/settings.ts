@@ -1,4 +1,4 @@
-import { parseBoolean, parseDuration, parseDurationBetween, parseEnum, parseInteger, type SettingDef } from "@gov/settings";
+import { parseBoolean, parseDurationBetween, parseEnum, parseInteger, type SettingDef } from "@gov/settings";
 import { endpointSettings, sharedSettings } from "@gov/service-kit";
 import { namespaceSettings } from "@gov/namespaces";
 import { MAX_PASSWORD_BYTES } from "./passwords.js";
@@ -67,7 +67,8 @@ export const securityModuleSettings = {
     default: 10,
     doc: "failed logins in a row that lock an account for `gov.security.login.lock-duration`",
   } as SettingDef<number>,
-  lockDuration: { name: "gov.security.login.lock-duration", parse: parseDuration, default: 15 * 60_000, doc: "how long failed logins lock an account" } as SettingDef<number>,
+  // 0 would switch the lockout off without a word (every guess allowed, the account never locked)
+  lockDuration: { name: "gov.security.login.lock-duration", parse: parseDurationBetween(1000), default: 15 * 60_000, doc: "how long failed logins lock an account (at least 1s)" } as SettingDef<number>,
   auditAction: {
     name: "gov.security.audit-log.action",
     parse: parseEnum<AuditSelection>("write", "read", "rw"),

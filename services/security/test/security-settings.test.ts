@@ -134,10 +134,15 @@ describe("sec.jwt.token-validity", () => {
     expect(Date.now()).toBeGreaterThanOrEqual(access.exp! * 1000); // not refused before its exp
   });
 
-  it("an access validity longer than the refresh validity stops startup naming both", async () => {
+  it("an access validity longer than the refresh validity stops startup naming both, as given and where from", async () => {
     await expect(start(embedded, { SEC_JWT_TOKEN_VALIDITY_ACCESS: "4h", SEC_JWT_TOKEN_VALIDITY_REFRESH: "3h" })).rejects.toThrow(
-      /setting sec\.jwt\.token-validity\.access \(14400000 ms\) is longer than sec\.jwt\.token-validity\.refresh \(10800000 ms\): an access token would outlive the refresh token/,
+      'setting sec.jwt.token-validity.access, "4h" (from environment variable SEC_JWT_TOKEN_VALIDITY_ACCESS), is longer than sec.jwt.token-validity.refresh, "3h" (from environment variable SEC_JWT_TOKEN_VALIDITY_REFRESH): an access token would outlive the refresh token',
     );
+    await expect(start(embedded, { SEC_JWT_TOKEN_VALIDITY_ACCESS: "4H" })).rejects.toThrow('"4H" (from environment variable SEC_JWT_TOKEN_VALIDITY_ACCESS), is longer than sec.jwt.token-validity.refresh, 3h (the default)');
+  });
+
+  it("a lock duration of 0 (no lockout at all, silently) is refused at startup", async () => {
+    await expect(start(embedded, { GOV_SECURITY_LOGIN_LOCK_DURATION: "0s" })).rejects.toThrow(/gov\.security\.login\.lock-duration.*"0s" is out of range: use a duration at least 1s/);
   });
 
   it("refresh (4s): exp - iat is 4 s; the refresh works (also past the access token's 1 s) and is refused once it has expired", async () => {
