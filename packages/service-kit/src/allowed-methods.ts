@@ -14,6 +14,15 @@ export const wrongMethodBody = (method: string, path: string, allow: readonly st
  * before the routes are added (it learns them from the onRoute hook).
  */
 export function allowedMethods(app: FastifyInstance): (path: string) => string[] {
+  return methodsOfPaths(app).allowed;
+}
+
+/**
+ * {@link allowedMethods}, and `extends(method, path)`: whether `path` is a proper prefix of a path the method is
+ * routed on (`PUT …/instances/order@http` of `PUT …/instances/{id}/renew`): what a client sends when its URL held a
+ * raw `#`, where everything after it is a fragment and never leaves the client.
+ */
+function methodsOfPaths(app: FastifyInstance): { allowed: (path: string) => string[]; extends: (method: string, path: string) => boolean } {
   const routes: { methods: string[]; url: string }[] = [];
   app.addHook("onRoute", (route) => {
     const url = route.url ?? route.path;
@@ -23,25 +32,40 @@ export function allowedMethods(app: FastifyInstance): (path: string) => string[]
     routes.push({ methods, url });
   });
   let router: ReturnType<typeof FindMyWay> | undefined;
+  let prefixes: ReturnType<typeof FindMyWay> | undefined;
   let methods: string[] = [];
-  return (path) => {
-    if (!router) {
-      router = FindMyWay({ maxParamLength: 2048 });
-      const all = new Set<string>();
-      for (const r of routes) {
-        for (const m of r.methods) {
-          all.add(m);
-          try {
-            router.on(m as HTTPMethod, r.url, () => undefined);
-          } catch {
-            // the same method and path registered twice (e.g. HEAD beside GET): once is enough
-          }
-        }
-      }
-      methods = [...all];
+  const on = (r: ReturnType<typeof FindMyWay>, method: string, url: string) => {
+    try {
+      r.on(method as HTTPMethod, url, () => undefined);
+    } catch {
+      // the same method and path registered twice (e.g. HEAD beside GET): once is enough
     }
-    const found = router;
-    return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
+  };
+  // Built on first use, once every route is known.
+  const build = () => {
+    router = FindMyWay({ maxParamLength: 2048 });
+    prefixes = FindMyWay({ maxParamLength: 2048 });
+    const all = new Set<string>();
+    for (const r of routes) {
+      for (const m of r.methods) {
+        all.add(m);
+        on(router, m, r.url);
+        const segments = r.url.split("/");
+        for (let n = 2; n < segments.length; n++) on(prefixes, m, segments.slice(0, n).join("/"));
+      }
+    }
+    methods = [...all];
+  };
+  return {
+    allowed: (path) => {
+      if (!router) build();
+      const found = router!;
+      return methods.filter((m) => found.find(m as HTTPMethod, path) !== null);
+    },
+    extends: (method, path) => {
+      if (!prefixes) build();
+      return methods.includes(method) && prefixes!.find(method as HTTPMethod, path) !== null;
+    },
   };
 }
 
@@ -53,15 +77,17 @@ export const hasEmptySegment = (path: string) => path.length > 1 && (path.endsWi
  * and says whether it did. Install it (it calls {@link allowedMethods}) before the routes are added.
  */
 export function wrongMethodRefuser(app: FastifyInstance): (req: FastifyRequest, reply: FastifyReply) => boolean {
-  const allowed = allowedMethods(app);
+  const paths = methodsOfPaths(app);
   return (req, reply) => {
     const path = req.url.split("?")[0];
     // `…/instances/` matches the route of one instance with an empty id: a 405 "use DELETE" would mislead a client
     // that meant `…/instances`. A path with an empty segment is no known path.
     if (hasEmptySegment(path)) return false;
-    const allow = allowed(path);
+    const allow = paths.allowed(path);
     if (allow.length === 0) return false;
-    void reply.status(405).header("allow", allow.join(", ")).send(wrongMethodBody(req.method, path, allow));
+    const body = wrongMethodBody(req.method, path, allow);
+    if (paths.extends(req.method, path)) body.message += `; ${req.method} is taken on longer paths under it: if the URL held a "#", everything from it on was not sent (a client cuts a URL there): send # as %23`;
+    void reply.status(405).header("allow", allow.join(", ")).send(body);
     return true;
   };
 }

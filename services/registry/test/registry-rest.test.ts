@@ -67,6 +67,14 @@ for (const target of storeTargets()) {
       const r = await req("DELETE", `${svc(n, "order")}/instances/order@http`);
       expect(r.statusCode).toBe(400);
       expect(r.json().message).toContain("%23");
+      // renew and metadata cut the same way arrive as a PUT on the instance's own path, which takes DELETE only
+      for (const method of ["PUT", "PATCH"]) {
+        const cut = await req(method, `${svc(n, "order")}/instances/order@http`);
+        expect(cut.statusCode).toBe(405);
+        expect(cut.json().message).toMatch(/^[A-Z]+ is not allowed on .*: use DELETE/);
+        if (method === "PUT") expect(cut.json().message).toContain('if the URL held a "#", everything from it on was not sent (a client cuts a URL there): send # as %23');
+        else expect(cut.json().message).not.toContain("%23"); // no PATCH route lies under it
+      }
     });
 
     it("renew → true with the ttl extended; unknown → 404; metadata replace and {} clears", async () => {
