@@ -520,7 +520,8 @@ export async function runProcess(options: ProcessOptions): Promise<BuiltProcess>
   const stores = Object.fromEntries(proc.modules.map((m) => [m.name, m.describe]));
   logger.info({ ...urls, modules: stores }, "listening");
   const title = options.title ?? (options.gateway ? "Governance platform" : `${options.modules.find((m) => proc.modules.some((s) => s.local && s.name === m.name))?.name ?? options.name} service`);
-  const rpc = options.gateway ? (urls.grpcUrl ? "REST /v1, Connect and gRPC-Web" : "REST /v1") : "Connect, gRPC-Web";
+  // A process without local services (the stats worker) has no gRPC listener and serves no RPC on this one either.
+  const rpc = options.gateway ? (urls.grpcUrl ? "REST /v1, Connect and gRPC-Web" : "REST /v1") : urls.grpcUrl ? "Connect, gRPC-Web" : "no RPCs: health and metrics are on the management port";
   const docs = options.gateway ? `; docs at ${urls.url}/docs` : "";
   const lines = [`${title[0].toUpperCase()}${title.slice(1)} listening on ${urls.url}  (${rpc}${docs})`];
   if (urls.grpcUrl) lines.push(`gRPC (h2c) on ${urls.grpcUrl}`);
