@@ -113,6 +113,31 @@ for (const target of redisTargets()) {
       await a.release();
     });
 
+    it("reads as held all through its extensions, however the checks interleave with them", async () => {
+      // redlock zeroes the extended lock's expiration a few promise steps before it hands back the new lock: checks in
+      // that gap (a pass's, between its Redis calls) read "not held", and a complete pass skipped those namespaces
+      const c = await client();
+      const m = redlockMutex(c, { key: mutexKey(), ttlMs: 150, logger }); // extended every 50 ms
+      expect(await m.hold()).toBe(true);
+      let checks = 0;
+      let notHeld = 0;
+      const until = Date.now() + 1500;
+      // lanes of Redis calls, each behind a different number of async layers, as a pass's calls are
+      const wrapped = async (depth: number): Promise<unknown> => (depth === 0 ? c.ping() : wrapped(depth - 1));
+      const lane = async (depth: number) => {
+        while (Date.now() < until) {
+          await wrapped(depth);
+          checks++;
+          if (!m.holds()) notHeld++;
+        }
+      };
+      await Promise.all(Array.from({ length: 12 }, (_, i) => lane(i)));
+      expect(checks).toBeGreaterThan(1000);
+      expect(notHeld).toBe(0);
+      expect(await m.hold()).toBe(true);
+      await m.release();
+    });
+
     it("two workers in one schedule: each period run by exactly one, without overlap, paced by the last pass in Redis", async () => {
       const key = mutexKey();
       const system = `gov-{mxs${process.pid}x${seq++}}`;
@@ -148,6 +173,57 @@ for (const target of redisTargets()) {
       // released at stop: the other takes over at the next due pass, not after the lock's ttl (plus slack for a busy host)
       expect(passes.find((p) => p.worker !== holder)!.start - stoppedAt).toBeLessThan(400 + 1000);
     });
+    it("a worker suspended while it reads a namespace's service list sweeps and prunes nothing there once it resumes", async () => {
+      const system = `gov-{mxs${process.pid}x${seq++}}`;
+      const key = `${system}:mutex:stat`;
+      const redis = await client();
+      const registry = createMemoryRegistryStore();
+      const topology = createMemoryTopologyStore(async () => true);
+      let release!: () => void;
+      let blocked = false;
+      const sent: string[] = [];
+      const stores: StatsStores = {
+        registry: {
+          ...registry,
+          kind: "redis",
+          // the Redis store's sweep: the service list read, then (guard permitting) the deletions sent
+          sweep: async (ns: string, now: number, mayWrite?: () => boolean) => {
+            if (ns === "{slow}") {
+              blocked = true;
+              await new Promise<void>((r) => (release = r)); // suspended while the service list is in flight
+            }
+            if (mayWrite?.() === false) return 0;
+            sent.push(`sweep ${ns}`);
+            return registry.sweep(ns, now);
+          },
+        },
+        configs: { count: async () => 0 } as unknown as StatsStores["configs"],
+        topology: { ...topology, prune: async (ns: string, before: number) => (sent.push(`prune ${ns}`), topology.prune(ns, before)) },
+        stats: createMemoryStatsStore(),
+        namespaces: { list: async () => ["{fresh}", "{slow}"], current: async () => system },
+        system,
+      };
+      const ctx = { logger, redis } as unknown as ModuleContext;
+      const worker = runWorker(ctx, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
+      try {
+        await vi.waitFor(() => expect(blocked).toBe(true), { timeout: 5000, interval: 10 });
+        vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 10_000 }); // the pause, past the lock's ttl
+        await redis.del(key);
+        const other = redlockMutex(await client(), { key, ttlMs: 1000, logger });
+        expect(await other.hold()).toBe(true);
+        release();
+        for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+        // {fresh} was visited before the pause; nothing of {slow}'s was sent beside the worker that took over
+        expect(sent.filter((s) => s.endsWith("{slow}"))).toEqual([]);
+        expect(sent).toContain("sweep {fresh}");
+        await other.release();
+      } finally {
+        vi.useRealTimers();
+        release?.();
+        await worker.stop();
+      }
+    });
+
     it("a worker suspended mid-pass past the lock's ttl (SIGSTOP, VM pause) writes nothing it read before, once another worker holds the mutex", async () => {
       const system = `gov-{mxp${process.pid}x${seq++}}`;
       const key = `${system}:mutex:stat`;

@@ -153,7 +153,8 @@ export function createMemoryRegistryStore(): RegistryStore {
         .map(([serviceId, service]) => ({ serviceId, instanceCount: [...service.values()].filter((r) => live(r, now)).length }))
         .sort((a, b) => (a.serviceId < b.serviceId ? -1 : a.serviceId > b.serviceId ? 1 : 0));
     },
-    async sweep(ns, now) {
+    async sweep(ns, now, mayWrite) {
+      if (mayWrite?.() === false) return 0;
       let n = 0;
       const counts = new Map<string, number>();
       for (const [serviceId, service] of namespaces.get(ns) ?? []) {

@@ -204,10 +204,11 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
       })) as number[];
       return ids.map((serviceId, i) => ({ serviceId, instanceCount: counts[2 * i] - counts[2 * i + 1] }));
     },
-    async sweep(ns, now) {
+    async sweep(ns, now, mayWrite) {
       // One script per service, all sent at once (pipelined: two round trips per namespace whatever its size); each
       // stays short, so a large namespace never blocks Redis for long.
       const ids = await listServices(ns);
+      if (mayWrite?.() === false) return 0;
       const dropped = await call(() => Promise.all(ids.map((serviceId) => scripts.sweep(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)))));
       return dropped.reduce((a, b) => a + b, 0);
     },

@@ -72,8 +72,10 @@ export interface RegistryStore {
   /**
    * Drops every instance of the namespace that expired by `now`, publishing "expired" for each; returns how many.
    * Records each service's live instance count for `sweptStats` (the stats worker sweeps every namespace each period).
+   * `mayWrite`, checked right before the deletions are sent: false (the stats mutex is no longer this process's) sends
+   * none — a worker suspended while it read the service list must not sweep beside the worker that took over.
    */
-  sweep(namespace: string, now: number): Promise<number>;
+  sweep(namespace: string, now: number, mayWrite?: () => boolean): Promise<number>;
   /**
    * Live instances per service as counted by the last sweep, sorted by service id (every service; one not swept yet
    * counts 0). One read whatever the namespace's size: what service stats answer.

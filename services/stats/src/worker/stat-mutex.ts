@@ -42,6 +42,10 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
   // No retries: a worker that finds the mutex taken simply asks again at its next tick.
   const redlock = new Redlock([client], { retryCount: 0, driftFactor: 0.01 });
   let lock: Lock | undefined;
+  // The held lock's validity, kept here: redlock zeroes the `expiration` of the lock it extends as soon as the
+  // extension starts, a few promise steps before the new lock is handed back, and every check in that gap read "not
+  // held" — a complete pass skipped the namespaces it came to then, and `hold()` dropped a good lock.
+  let validUntil = 0;
   let extender: NodeJS.Timeout | undefined;
   let lost = new AbortController();
 
@@ -57,7 +61,10 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
     const held = lock;
     if (!held) return;
     try {
-      lock = await held.extend(ttlMs);
+      const extended = await held.extend(ttlMs);
+      if (lock !== held) return; // released or dropped meanwhile
+      lock = extended;
+      validUntil = extended.expiration;
     } catch (err) {
       // Another worker may take over once the lock expires; this one stops working until it holds it again.
       if (lock === held) drop("it could not be extended", err);
@@ -65,7 +72,7 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
   };
 
   /** Held, and within its validity by this process's clock (a lost lock is dropped: `lock` is then undefined). */
-  const valid = () => lock !== undefined && lock.expiration > Date.now();
+  const valid = () => lock !== undefined && validUntil > Date.now();
 
   return {
     get lost() {
@@ -77,6 +84,7 @@ export function redlockMutex(client: RedisClient, options: RedlockMutexOptions):
       if (lock) drop("it expired before it could be extended");
       try {
         lock = await redlock.acquire([options.key], ttlMs);
+        validUntil = lock.expiration;
       } catch {
         return false; // held by another worker (or Redis is unreachable: then nobody can work anyway)
       }

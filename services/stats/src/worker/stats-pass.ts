@@ -66,9 +66,11 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
   const mayWrite = () => !deps.signal?.aborted && deps.mayWrite?.() !== false;
   const visit = async (ns: string) => {
     if (!mayWrite()) return;
-    const expired = await deps.registry.sweep(ns, now); // (not `+= await`: lanes would overwrite each other's sums)
+    // every write of the pass is checked right before it is sent (a pause may have come between any two of them)
+    const expired = await deps.registry.sweep(ns, now, mayWrite); // (not `+= await`: lanes would overwrite each other's sums)
     result.expired += expired;
-    const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), deps.topology.prune(ns, now - deps.edgeTtlMs)]);
+    const prune = mayWrite() ? deps.topology.prune(ns, now - deps.edgeTtlMs) : 0;
+    const [services, configs, pruned] = await Promise.all([deps.registry.sweptStats(ns), deps.configs.count(ns), prune]);
     const instances = services.reduce((sum, s) => sum + s.instanceCount, 0);
     const stat: NamespaceStat = {
       namespaces: all.length,
