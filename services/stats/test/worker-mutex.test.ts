@@ -15,6 +15,9 @@ const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 const DONE: PassResult = { namespaces: 0, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
 let seq = 0;
 const mutexKey = () => `gov-{mx${process.pid}x${seq++}}:mutex:stat`;
+/** A worker on `stores` that takes the redlock mutex (1 s ttl) on `redis`: its first pass at once, the next a minute on. */
+const runMutexWorker = (redis: RedisClient, stores: StatsStores) =>
+  runWorker({ logger, redis } as unknown as ModuleContext, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
 
 describe("the stats store: counts of an older pass never replace a newer pass's", () => {
   const targets = [
@@ -203,8 +206,7 @@ for (const target of redisTargets()) {
         namespaces: { list: async () => ["{fresh}", "{slow}"], current: async () => system },
         system,
       };
-      const ctx = { logger, redis } as unknown as ModuleContext;
-      const worker = runWorker(ctx, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
+      const worker = runMutexWorker(redis, stores);
       try {
         await vi.waitFor(() => expect(blocked).toBe(true), { timeout: 5000, interval: 10 });
         vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + 10_000 }); // the pause, past the lock's ttl
@@ -250,8 +252,7 @@ for (const target of redisTargets()) {
         namespaces: { list: async () => ["{fresh}", "{slow}"], current: async () => system },
         system,
       };
-      const ctx = { logger, redis } as unknown as ModuleContext;
-      const worker = runWorker(ctx, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
+      const worker = runMutexWorker(redis, stores);
       try {
         await vi.waitFor(() => expect(blocked).toBe(true), { timeout: 5000, interval: 10 });
         // The pause: the wall clock moves past the lock's ttl while none of this process's timers run (its extender
