@@ -43,6 +43,13 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "bad percent-escape", method: "GET", url: "/configs/%E0%A4%A", status: 400, code: "invalid_argument", message: /percent-escape/ },
   ];
 
+  it("an empty path variable (a doubled or trailing slash) is the same 404, not 'namespace is required' from deeper down", async () => {
+    for (const [method, url] of [["GET", "/v1/namespaces//configs/x"], ["PUT", "/v1/namespaces//configs/x"], ["GET", `/v1/namespaces/${seg(n)}/configs//versions`]]) {
+      const r = await gw.app.inject({ method: method as "GET", url, payload: method === "PUT" ? "x" : undefined, headers: { "content-type": "text/plain" } });
+      expect([r.statusCode, r.json()], `${method} ${url}`).toEqual([404, { code: "not_found", message: `no endpoint ${method} ${url}: a path segment is empty (a trailing or doubled "/"): remove it` }]);
+    }
+  });
+
   for (const c of cases) {
     it(`${c.name} → ${c.status} ${c.code}`, async () => {
       const r = await gw.app.inject({

@@ -318,7 +318,7 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   const fromQuery = hasKeys(query) ? queryFields(route, query, bodyField, route.body === "*" ? givenByJson(msg) : undefined) : undefined;
   const fields = msg as unknown as Record<string, unknown>;
   for (const field of route.pathFields) {
-    const value = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
+    const value = scalarFromText(field, pathVariable(req, field));
     // A whole-message body that names a path field differently would be overruled without a word (a register into
     // another service than the body says): the same value is fine, another one is refused.
     if (route.body === "*" && isFieldSet(msg, field) && fields[field.localName] !== value) {
@@ -329,6 +329,16 @@ export function buildRequest(route: RestRoute, req: FastifyRequest): Message | P
   if (bodyField) fields[bodyField.localName] = fieldValue;
   if (fromQuery !== undefined) Object.assign(msg, fromQuery);
   return msg;
+}
+
+/**
+ * A path variable's text. An empty one is an empty segment (`/v1/namespaces//stat`): the 404 every other path with a
+ * doubled or trailing "/" gets, not a message about a missing namespace or id from deeper down.
+ */
+function pathVariable(req: FastifyRequest, field: DescField): string {
+  const text = (req.params as Record<string, string>)[field.name];
+  if (text === "") throw new HttpError(404, "not_found", `no endpoint ${req.method} ${excerpt(req.url.split("?")[0])}: a path segment is empty (a trailing or doubled "/"): remove it`);
+  return text;
 }
 
 /** Bodies a client may send where none is taken: some HTTP clients send `{}` (or `null`) with every PUT or DELETE. */
@@ -403,7 +413,7 @@ async function buildMultipartRequest(route: RestRoute, req: FastifyRequest): Pro
   // A field the form gives too must say the same (`-F policy=skip` with `?policy=overwrite` was resolved silently for
   // the form, whose row then said "use policy=overwrite").
   Object.assign(init, queryFields(route, req.query as Record<string, string | string[]>, undefined, { where: "the form", valueOf: (f) => init[f.localName] }));
-  for (const field of route.pathFields) init[field.localName] = scalarFromText(field, (req.params as Record<string, string>)[field.name]);
+  for (const field of route.pathFields) init[field.localName] = scalarFromText(field, pathVariable(req, field));
   const msg = create(schema);
   Object.assign(msg, init);
   return msg;

@@ -27,7 +27,7 @@ export function decodeHint(message: string, schema: DescMessage): string {
   const unknownIn = /^cannot decode message (\S+) from JSON: key "[^]*" is unknown/.exec(message);
   if (unknownIn || /key "[^]*" is unknown/.test(message)) {
     const where = (unknownIn && messageNamed(schema, unknownIn[1])) || schema;
-    return `${message}: ${where.name} has ${fieldsOf(where)}`;
+    return where.fields.length === 0 ? `${message}: ${where.name} takes no fields: send {}` : `${message}: ${where.name} has ${fieldsOf(where)}`;
   }
   // `[]`, `null`, a string or a number where a message (the request, or one of its fields) was expected
   // (not a well-known type's: a Duration, a Timestamp, a Value are written otherwise, below)

@@ -132,8 +132,10 @@ function authorize(rule: MethodRule, principal: Principal, message: unknown, nam
       const namespace = namespaceOf(rule, message);
       if (namespace === undefined || namespace === "") {
         if (bound) return;
-        // nothing to decide on: the caller's mistake, not a refusal (a keepalive that pings before registering)
-        throw new ConnectError(`the request names no namespace: set it${rule.namespacePath!.length > 1 ? ` (${rule.namespacePath!.join(".")}, in the stream's first message)` : ""}`, Code.InvalidArgument);
+        // nothing to decide on: the caller's mistake, not a refusal (a keepalive that pings before registering); a
+        // plain request gets the namespace rule's own message, as without security
+        if (rule.namespacePath!.length === 1) checkNamespace("", namespaceRule);
+        throw new ConnectError(`the request names no namespace: set it (${rule.namespacePath!.join(".")}, in the stream's first message)`, Code.InvalidArgument);
       }
       const need = rule.read ? "r" : "w";
       if (typeof namespace === "string" && mayAccess(principal, namespace, need)) return;

@@ -245,6 +245,11 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       expect(await keepalive(alice)).toBe("PermissionDenied");
       // a stream that pings before registering names no namespace yet: the caller's mistake, even for root
       expect(await keepalive(root, true)).toBe("InvalidArgument");
+      // a plain call without one gets the namespace rule's own message, as without security
+      for (const { name, client } of clientsOf(ConfigService, p, alice)) {
+        const err = await client.getConfig({ namespace: "", configId: "a" }).then(() => undefined, (e: unknown) => ConnectError.from(e));
+        expect([err?.code, err?.rawMessage], name).toEqual([Code.InvalidArgument, "namespace is required: give a name with a hash tag such as {dev}"]);
+      }
 
       // rw: writes work, on every protocol; the role change applies to the token already issued
       await putRole(role, [{ namespace: dev, action: "rw" }]);

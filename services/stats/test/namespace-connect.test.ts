@@ -27,6 +27,12 @@ for (const target of namespaceTargets()) {
     });
     afterAll(async () => p?.close());
 
+    it("a request that takes no fields, given one, is told to send {}", async () => {
+      const res = await fetch(`${urls.url}/gov.stats.v1.NamespaceService/ListNamespaces`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ namespace: "{dev}" }) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { message: string }).message).toMatch(/key "namespace" is unknown: ListNamespacesRequest takes no fields: send \{\}$/);
+    });
+
     for (const protocol of ["connect", "grpc"] as const) {
       it(`CRUD, current namespace and the refusals, over ${protocol}`, async () => {
         const { namespaces, configs } = clientsOf(urls, protocol);
