@@ -366,7 +366,14 @@ export async function createSecurityCore(opts: { store: SecurityStore; settings:
       superUserRestUrl = restUrl;
       const name = settings.superUsername;
       const existing = await store.getUser(name);
-      if (existing && !settings.enforceInitSuperUser) return;
+      if (existing && !settings.enforceInitSuperUser) {
+        // the setting reads as "the password is this", and a login with it failed without a word (it sets the password
+        // of a super user being created only)
+        if (settings.superPassword) {
+          logger.info({ username: name }, "super user exists: gov.super.password was not applied (it sets the password of a new super user only; gov.super.init=true resets it to the setting at startup)");
+        }
+        return;
+      }
       const password = settings.superPassword ?? generatePassword();
       const hashed = await hashPassword(password);
       // A reset ends the super user's sessions (a new stamp). A new super user gets no stamp: it cannot be removed, so

@@ -5,7 +5,7 @@ import { createConfigModule, createMemoryConfigStore, createRedisConfigStore } f
 import { restGateway } from "@gov/gateway";
 import { connectRedis, requireReplicas } from "@gov/redis";
 import { createMemoryRegistryStore, createRedisRegistryStore, createRegistryModule } from "@gov/registry-service";
-import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { buildProcess, createLogger, type BuiltProcess, type Logger } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
 import { createSecurityGuard, createSecurityModule } from "../src/module.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
@@ -54,7 +54,7 @@ export async function startSecure(
   target: { name: string; url?: string },
   env: Record<string, string> = {},
   // listenAsConfigured: the REST listener on its PORT and HOST settings (as `npm start` listens), not on any free port
-  options: { now?: () => number; announce?: (text: string) => void; securityStore?: SecurityStore; listenAsConfigured?: boolean } = {},
+  options: { now?: () => number; announce?: (text: string) => void; securityStore?: SecurityStore; listenAsConfigured?: boolean; logger?: Logger } = {},
 ): Promise<SecureProcess> {
   const system = env.GOV_NAMESPACE_SYSTEM ?? systemNs();
   const security = options.securityStore ?? (await openSecurityStoreOn(target.url, system, target.name));
@@ -67,7 +67,7 @@ export async function startSecure(
     guard: createSecurityGuard({ now: options.now }),
     // GOV_SUPER_PASSWORD: "" leaves it unset (a generated one)
     sources: { file: {}, env: { GOV_SUPER_PASSWORD: ROOT_PASSWORD, GOV_SHUTDOWN_GRACE: "2s", GOV_NAMESPACE_SYSTEM: system, ...env } },
-    logger,
+    logger: options.logger ?? logger,
   });
   const urls = await proc.listen(options.listenAsConfigured ? { grpcPort: 0, managementPort: 0 } : { port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
   const rest: SecureProcess["rest"] = async (method, path, opts = {}) => {

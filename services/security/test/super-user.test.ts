@@ -1,4 +1,5 @@
 import { loadSettings } from "@gov/settings";
+import { createLogger } from "@gov/service-kit";
 import { describe, expect, it } from "vitest";
 import { securityModuleSettings } from "../src/settings.js";
 import { createMemorySecurityStore } from "../src/store/memory-security-store.js";
@@ -22,11 +23,15 @@ describe("the super user", () => {
     } finally {
       await first.close();
     }
-    // a second start neither shows nor changes it; a password setting does not override an existing super user
-    const second = await startSecure({ name: "embedded" }, { GOV_SUPER_PASSWORD: "another-password" }, { securityStore: keep(store), announce: (t) => shown.push(t) });
+    // a second start neither shows nor changes it; a password setting does not override an existing super user, and
+    // says so (a login with it would fail without a word)
+    const lines: { msg: string }[] = [];
+    const log = createLogger("second", "info", { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const second = await startSecure({ name: "embedded" }, { GOV_SUPER_PASSWORD: "another-password" }, { securityStore: keep(store), announce: (t) => shown.push(t), logger: log });
     try {
       expect(shown).toHaveLength(1);
       expect((await second.login("root", password)).accessToken).toBeTruthy();
+      expect(lines.map((l) => l.msg)).toContain("super user exists: gov.super.password was not applied (it sets the password of a new super user only; gov.super.init=true resets it to the setting at startup)");
     } finally {
       await second.close();
     }

@@ -9,7 +9,7 @@ import type { ConfigChange, ConfigOp } from "./config-store.js";
  * keys in KEYS and build none themselves (Cluster routing only looks at KEYS).
  */
 
-/** The five keys of one config, in the order the scripts expect them in KEYS. */
+/** The six keys of one config, in the order the scripts expect them in KEYS. */
 export function configKeys(namespace: string, configId: string): Keys {
   return [
     `${namespace}:cfg_idx`, // set of config ids that have a current version
