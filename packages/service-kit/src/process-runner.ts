@@ -7,7 +7,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transpor
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
 import { Counter } from "prom-client";
-import { loadSettings, parseBoolean, rawSetting, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
+import { loadSettings, misspelledFileKeys, parseBoolean, rawSetting, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
@@ -424,6 +424,12 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     }
     await management.close();
   };
+
+  // Every setting of this process has been read by now: a file key a letter or two from one of them is a typo that
+  // would silently do nothing (keys far from all of them may be other process kinds' settings: left alone).
+  for (const { key, meant } of misspelledFileKeys(sources)) {
+    logger.warn({ key, meant, file: sources.filePath }, `settings file ${sources.filePath}: "${key}" is no setting (did you mean "${meant}"?): ignored`);
+  }
 
   return {
     logger,

@@ -58,12 +58,47 @@ export function readSettingsSources(env: Record<string, string | undefined> = pr
   return { file, filePath: exists ? filePath : undefined, env };
 }
 
+/** The setting names read from each settings file (by its flattened keys), for {@link misspelledFileKeys}. */
+const asked = new WeakMap<Record<string, string>, Set<string>>();
+
+/** Levenshtein distance of `a` and `b`, or `max + 1` once it is surely above `max`. */
+function distance(a: string, b: string, max: number): number {
+  if (Math.abs(a.length - b.length) > max) return max + 1;
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    if (Math.min(...next) > max) return max + 1;
+    row = next;
+  }
+  return row[b.length];
+}
+
+/**
+ * Keys of the settings file that no setting read so far claims but that are one or two letters away from one that was
+ * read (`gov.limits.zip-entrys`): a misspelling, silently doing nothing. Keys far from every name read are left alone
+ * — one file may serve every kind of process, each reading its own settings.
+ */
+export function misspelledFileKeys(sources: SettingsSources): { key: string; meant: string }[] {
+  const names = asked.get(sources.file) ?? new Set<string>();
+  const out: { key: string; meant: string }[] = [];
+  for (const key of Object.keys(sources.file)) {
+    if (names.has(key)) continue;
+    const meant = [...names].find((name) => distance(key, name, 2) <= 2);
+    if (meant !== undefined) out.push({ key, meant });
+  }
+  return out;
+}
+
 /**
  * The raw value of setting `name` and where it came from: its environment variable unless that is unset or empty, else
  * the YAML file; undefined when neither gives one (the default applies). Every reader of settings goes through this,
  * so an empty variable (`IDGEN_MACHINE_MACHINE_ID=`) never hides the file's value.
  */
 export function rawSetting(name: string, sources: SettingsSources): { raw: string; from: string } | undefined {
+  let names = asked.get(sources.file);
+  if (!names) asked.set(sources.file, (names = new Set()));
+  names.add(name);
   const env = envName(name);
   const fromEnv = sources.env[env];
   if (fromEnv !== undefined && fromEnv !== "") return { raw: fromEnv, from: `environment variable ${env}` };

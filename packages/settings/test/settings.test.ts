@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { envName, loadSettings, logLevelFromEnv, parseBytes, parseDuration, parseDurationBetween, parseEnum, parseInteger, readSettingsSources, SettingsError, type SettingDef } from "../src/index.js";
+import { envName, loadSettings, logLevelFromEnv, misspelledFileKeys, parseBytes, parseDuration, parseDurationBetween, parseEnum, parseInteger, readSettingsSources, SettingsError, type SettingDef } from "../src/index.js";
 
 const defs = {
   ttl: { name: "sec.jwt.token-validity.refresh", parse: parseDuration, default: 10_800_000, doc: "" } as SettingDef<number>,
@@ -65,5 +65,22 @@ describe("log level variables", () => {
     expect(logLevelFromEnv({ GOV_LOG_LEVEL: "WARN" }, "GOV_LOG_LEVEL")).toBe("warn");
     expect(() => logLevelFromEnv({ IDGEN_LOG_LEVEL: "loud" }, "IDGEN_LOG_LEVEL")).toThrow(SettingsError);
     expect(() => logLevelFromEnv({ IDGEN_LOG_LEVEL: "loud" }, "IDGEN_LOG_LEVEL")).toThrow(/Invalid setting IDGEN_LOG_LEVEL: "loud" is not a log level; use one of fatal, .* \(from environment variable IDGEN_LOG_LEVEL\)/);
+  });
+});
+
+describe("misspelled keys in the settings file", () => {
+  it("a key a letter or two from a setting the process read is named, with the setting meant; others are left alone", () => {
+    const sources = {
+      file: { "gov.security.audit-log.actoin": "rw", "sec.jwt.token-validity.refresh": "1h", "gov.worker-service.port": "8094", "PORTS": "1" },
+      filePath: "gov.yaml",
+      env: {},
+    };
+    loadSettings(defs, sources);
+    expect(misspelledFileKeys(sources)).toEqual([
+      { key: "gov.security.audit-log.actoin", meant: "gov.security.audit-log.action" },
+      { key: "PORTS", meant: "PORT" },
+    ]);
+    // before any setting is read, nothing is known to be meant
+    expect(misspelledFileKeys({ ...sources, file: { ...sources.file } })).toEqual([]);
   });
 });
