@@ -130,7 +130,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       checkNamespace(req.namespace, deps.namespaceRule);
       checkWritableServiceId(req.serviceId);
       await deps.namespaces?.add(req.namespace);
-      return { created: await store.putService(req.namespace, req.serviceId) };
+      return { created: await store.putService(req.namespace, req.serviceId, now()) };
     },
 
     async deleteService(req) {

@@ -96,6 +96,24 @@ export function describeRegistryStoreContract(name: string, open: () => Promise<
       expect(await store.listInstances(ns, "unknown", T0)).toEqual([]);
     });
 
+    it("service births: when each service was created (put or first register); a service deleted and created again is born again", async () => {
+      const ns = freshNamespace();
+      expect(await store.listServiceBirths(ns)).toEqual(new Map());
+      await store.putService(ns, "payment", T0);
+      await store.putService(ns, "payment", T0 + 5); // existed: its birth stays
+      await store.register(ns, instance("order", "h", 1), T0 + 1);
+      await store.register(ns, instance("order", "h", 2), T0 + 2);
+      expect(await store.listServiceBirths(ns)).toEqual(new Map([["payment", T0], ["order", T0 + 1]]));
+      expect(await store.deleteService(ns, "payment", T0 + 10)).toBe("removed");
+      expect(await store.listServiceBirths(ns)).toEqual(new Map([["order", T0 + 1]]));
+      await store.putService(ns, "payment", T0 + 20);
+      expect((await store.listServiceBirths(ns)).get("payment")).toBe(T0 + 20);
+      await store.deleteNamespace(ns);
+      expect(await store.listServiceBirths(ns)).toEqual(new Map());
+      await store.register(ns, instance("order", "h", 1, {}, T0 + 30), T0 + 30);
+      expect(await store.listServiceBirths(ns)).toEqual(new Map([["order", T0 + 30]]));
+    });
+
     it("register stores the record exactly; instances are listed sorted by id; get reads one", async () => {
       const ns = freshNamespace();
       const b = instance("order", "10.0.0.2", 8080, { weight: 5, metadata: { zone: "b", "é": "日本" }, ttlMs: 30_000 });

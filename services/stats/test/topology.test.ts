@@ -2,7 +2,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { createRegistryClient } from "@gov/registry-client";
-import { UNKNOWN_CONSUMER_RETRY_MS } from "@gov/registry-service";
+import { EDGE_WRITE_INTERVAL_MS, UNKNOWN_CONSUMER_RETRY_MS } from "@gov/registry-service";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { BuiltProcess } from "@gov/service-kit";
 import { Ajv2020 } from "ajv/dist/2020.js";
@@ -118,6 +118,15 @@ for (const target of statsTargets()) {
       // and a deleted consumer's edges go with it
       expect(await del(`${services(home)}/A`)).toBe(200);
       expect(await topology(home)).toEqual({});
+      // created again under the same names: nobody has discovered the new services, so the old edges stay gone (they
+      // came back with them, and showed a day-old dependency on services created a moment ago)
+      for (const id of ["A", "C"]) expect((await put(`${services(home)}/${id}`)).statusCode).toBe(200);
+      expect((await put(`${services(other)}/B/instances`, { schema: "http", host: "b", port: 1 })).statusCode).toBe(200);
+      expect(await topology(home)).toEqual({});
+      // discovered again (past the recorder's one write per edge and minute): listed again
+      skipped += EDGE_WRITE_INTERVAL_MS + 1;
+      await get(`${services(other)}/B/instances`, { "x-gov-consumer": "A", "x-gov-consumer-namespace": home });
+      await expect.poll(() => topology(home), POLL).toEqual({ A: [`${other}.B`] });
     });
 
     it("the answer is what /openapi.json says it is: a map of producer arrays (it said objects of {values: [Value]})", async () => {

@@ -20,6 +20,10 @@ class Service extends Map<string, InstanceRecord> {
    * 6,000-instance service cost ~300 µs per instance.
    */
   earliestTtl = Infinity;
+  /** When the service was created (see RegistryStore.listServiceBirths). */
+  constructor(readonly born: number) {
+    super();
+  }
 
   override set(id: string, r: InstanceRecord): this {
     this.#listed = undefined;
@@ -92,10 +96,13 @@ export function createMemoryRegistryStore(): RegistryStore {
     async listServices(ns) {
       return [...(namespaces.get(ns)?.keys() ?? [])].sort();
     },
-    async putService(ns, serviceId) {
+    async listServiceBirths(ns) {
+      return new Map([...(namespaces.get(ns) ?? [])].map(([serviceId, service]) => [serviceId, service.born]));
+    },
+    async putService(ns, serviceId, now = Date.now()) {
       const services = servicesOf(ns, true)!;
       if (services.has(serviceId)) return false;
-      services.set(serviceId, new Service());
+      services.set(serviceId, new Service(now));
       emit({ namespace: ns, serviceId, op: "service_add" });
       return true;
     },
@@ -120,7 +127,7 @@ export function createMemoryRegistryStore(): RegistryStore {
       const services = servicesOf(ns, true)!;
       let service = services.get(instance.serviceId);
       if (!service) {
-        services.set(instance.serviceId, (service = new Service()));
+        services.set(instance.serviceId, (service = new Service(now)));
         emit({ namespace: ns, serviceId: instance.serviceId, op: "service_add" });
       } else dropExpired(ns, instance.serviceId, service, now);
       service.set(instance.instanceId, Object.freeze({ ...instance, metadata: Object.freeze({ ...instance.metadata }) }));

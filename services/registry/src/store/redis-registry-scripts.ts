@@ -17,9 +17,10 @@ import type { RegistryChange, RegistryOp } from "./registry-store.js";
  */
 
 /**
- * The five keys of one service, in the order the scripts expect them in KEYS. `svc_stat` (service id → live instances
- * as counted by the last sweep) is the namespace's, shared by its services: the sweep writes it, deleting a service
- * removes its field, and service stats read it whole (no scan).
+ * The six keys of one service, in the order the scripts expect them in KEYS. `svc_stat` (service id → live instances
+ * as counted by the last sweep) and `svc_born` (service id → when it was created) are the namespace's, shared by its
+ * services: the sweep writes the one, creating a service the other, deleting a service removes its field from both,
+ * and reads take them whole (no scan).
  */
 export function serviceKeys(namespace: string, serviceId: string): Keys {
   return [
@@ -28,6 +29,7 @@ export function serviceKeys(namespace: string, serviceId: string): Keys {
     `${namespace}:svc_meta:${serviceId}`, // hash: instance id → metadata JSON
     `${namespace}:svc_ttl:${serviceId}`, // zset: ephemeral instance id → ttlAt (epoch ms)
     `${namespace}:svc_stat`, // hash: service id → live instances at the last sweep
+    `${namespace}:svc_born`, // hash: service id → epoch ms it was created (topology edges older than that are its predecessor's)
   ];
 }
 
@@ -53,9 +55,9 @@ export function parseRegistryEvent(channel: string, message: string): RegistryCh
   }
 }
 
-/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl, stat; every script's ARGV[1] is the service id. */
+/** Shared by all instance scripts: KEYS = idx, itc, meta, ttl, stat, born; every script's ARGV[1] is the service id. */
 const PRELUDE = `
-local idxKey, itcKey, metaKey, ttlKey, statKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local idxKey, itcKey, metaKey, ttlKey, statKey, bornKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local serviceId = ARGV[1]
 
 local function publish(channel, op, instanceId)
@@ -81,7 +83,10 @@ end
 const REGISTER_LUA = `${PRELUDE}
 local id, channel = ARGV[2], ARGV[7]
 dropExpired(ARGV[6], channel)
-if redis.call('SADD', idxKey, serviceId) == 1 then publish(channel, 'service_add') end
+if redis.call('SADD', idxKey, serviceId) == 1 then
+  redis.call('HSET', bornKey, serviceId, ARGV[6])
+  publish(channel, 'service_add')
+end
 redis.call('HSET', itcKey, id, ARGV[3])
 redis.call('HSET', metaKey, id, ARGV[4])
 -- A fixed instance has no expiry: re-registering an ephemeral one as fixed removes it.
@@ -139,13 +144,15 @@ if redis.call('HLEN', itcKey) > 0 then return 2 end
 redis.call('SREM', idxKey, serviceId)
 redis.call('DEL', itcKey, metaKey, ttlKey)
 redis.call('HDEL', statKey, serviceId)
+redis.call('HDEL', bornKey, serviceId)
 publish(channel, 'service_remove')
 return 1
 `;
 
-/** ARGV: serviceId, channel → 1 created | 0 existed */
+/** ARGV: serviceId, channel, now → 1 created | 0 existed */
 const PUT_SERVICE_LUA = `${PRELUDE}
 if redis.call('SADD', idxKey, serviceId) == 0 then return 0 end
+redis.call('HSET', bornKey, serviceId, ARGV[3])
 publish(ARGV[2], 'service_add')
 return 1
 `;
@@ -160,8 +167,8 @@ if redis.call('SISMEMBER', idxKey, serviceId) == 1 then redis.call('HSET', statK
 return dropped
 `;
 
-type Keys = [idx: string, itc: string, meta: string, ttl: string, stat: string];
-const KEY_COUNT = 5;
+type Keys = [idx: string, itc: string, meta: string, ttl: string, stat: string, born: string];
+const KEY_COUNT = 6;
 
 const REGISTER = defineScript("gov-registry-register", KEY_COUNT, REGISTER_LUA);
 const DEREGISTER = defineScript("gov-registry-deregister", KEY_COUNT, DEREGISTER_LUA);
@@ -173,17 +180,17 @@ const SWEEP = defineScript("gov-registry-sweep", KEY_COUNT, SWEEP_LUA);
 
 /**
  * Deletes a part of a namespace's services: those named in ARGV (at most {@link DELETE_CHUNK}, so that no call carries
- * tens of thousands of arguments). KEYS: idx, stat, then itc, meta, ttl of every service (ARGV order). ARGV: channel,
- * "1" to refuse unless idx is empty, the service ids. Refused: {-1, 0}, nothing done. Else each instance is announced as
- * deregistered and each service as removed, their keys deleted and their ids dropped from idx and stat; once idx is
- * empty the stat hash goes too. Answers {services, instances}; the caller repeats with what idx holds then until empty.
+ * tens of thousands of arguments). KEYS: idx, stat, born, then itc, meta, ttl of every service (ARGV order). ARGV:
+ * channel, "1" to refuse unless idx is empty, the service ids. Refused: {-1, 0}, nothing done. Else each instance is
+ * announced as deregistered and each service as removed, their keys deleted and their ids dropped from idx, stat and
+ * born; once idx is empty the stat and born hashes go too. Answers {services, instances}; the caller repeats with what idx holds then until empty.
  */
 const DELETE_NAMESPACE_LUA = `
 local channel, onlyIfEmpty, n = ARGV[1], ARGV[2] == '1', #ARGV - 2
 if onlyIfEmpty and redis.call('SCARD', KEYS[1]) > 0 then return { -1, 0 } end
 local instances = 0
 for i = 1, n do
-  local serviceId, base = ARGV[2 + i], 3 + (i - 1) * 3
+  local serviceId, base = ARGV[2 + i], 4 + (i - 1) * 3
   for _, id in ipairs(redis.call('HKEYS', KEYS[base])) do
     redis.call('PUBLISH', channel, cjson.encode({ serviceId = serviceId, op = 'deregister', instanceId = id }))
     instances = instances + 1
@@ -192,18 +199,19 @@ for i = 1, n do
   redis.call('DEL', KEYS[base], KEYS[base + 1], KEYS[base + 2])
   redis.call('SREM', KEYS[1], serviceId)
   redis.call('HDEL', KEYS[2], serviceId)
+  redis.call('HDEL', KEYS[3], serviceId)
 end
-if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+if redis.call('SCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[2], KEYS[3]) end
 return { n, instances }
 `;
 /** Most service ids one namespace-delete call takes (3 keys each). */
 export const DELETE_CHUNK = 300;
 const DELETE_NAMESPACE = defineScript("gov-registry-delete-namespace", -1, DELETE_NAMESPACE_LUA);
 
-/** The keys a namespace delete passes: the namespace's index and stat hash, then the three keys of each service. */
+/** The keys a namespace delete passes: the namespace's index, stat and born hashes, then the three keys of each service. */
 export function namespaceKeys(namespace: string, serviceIds: string[]): string[] {
-  const [idx, , , , stat] = serviceKeys(namespace, "");
-  return [idx, stat, ...serviceIds.flatMap((id) => serviceKeys(namespace, id).slice(1, 4))];
+  const [idx, , , , stat, born] = serviceKeys(namespace, "");
+  return [idx, stat, born, ...serviceIds.flatMap((id) => serviceKeys(namespace, id).slice(1, 4))];
 }
 
 /**
@@ -228,7 +236,7 @@ export function registryScripts(client: RedisClient) {
       run(SET_METADATA, keys, [serviceId, instanceId, metadata, now, channel]) as Promise<number>,
     deleteService: (keys: Keys, serviceId: string, now: number, channel: string) =>
       run(DELETE_SERVICE, keys, [serviceId, now, channel]) as Promise<number>,
-    putService: (keys: Keys, serviceId: string, channel: string) => run(PUT_SERVICE, keys, [serviceId, channel]) as Promise<number>,
+    putService: (keys: Keys, serviceId: string, channel: string, now: number) => run(PUT_SERVICE, keys, [serviceId, channel, now]) as Promise<number>,
     sweep: (keys: Keys, serviceId: string, now: number, channel: string) => runVolatile(SWEEP, keys, [serviceId, now, channel]) as Promise<number>,
     deleteNamespacePart: (keys: string[], channel: string, onlyIfEmpty: boolean, serviceIds: string[]) =>
       runDurableScript(client, DELETE_NAMESPACE, keys, [channel, onlyIfEmpty ? "1" : "0", ...serviceIds]) as Promise<[number, number]>,

@@ -139,8 +139,13 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
   const store: RegistryStore = {
     kind,
     listServices,
-    async putService(ns, serviceId) {
-      return (await write({ op: "putService", namespace: ns, serviceId }, () => scripts.putService(serviceKeys(ns, serviceId), serviceId, eventChannel(ns)))) === 1;
+    async listServiceBirths(ns) {
+      const [idx, , , , , born] = serviceKeys(ns, "");
+      const [ids, births] = (await multi((m) => m.smembers(idx).hgetall(born))) as [string[], Record<string, string>];
+      return new Map(ids.map((serviceId) => [serviceId, Number(births[serviceId] ?? 0)]));
+    },
+    async putService(ns, serviceId, now = Date.now()) {
+      return (await write({ op: "putService", namespace: ns, serviceId }, () => scripts.putService(serviceKeys(ns, serviceId), serviceId, eventChannel(ns), now))) === 1;
     },
     async deleteService(ns, serviceId, now) {
       const result = await write({ op: "deleteService", namespace: ns, serviceId }, () => scripts.deleteService(serviceKeys(ns, serviceId), serviceId, now, eventChannel(ns)));

@@ -49,7 +49,13 @@ export interface RegistryStore {
   /** Service ids of a namespace, sorted. */
   listServices(namespace: string): Promise<string[]>;
   /** true when the service was created, false when it existed. */
-  putService(namespace: string, serviceId: string): Promise<boolean>;
+  putService(namespace: string, serviceId: string, now?: number): Promise<boolean>;
+  /**
+   * Every service of the namespace with the time it was created (epoch ms, the `now` of the call that created it; 0 for
+   * a service created before births were recorded). Topology reads drop an edge last seen before its service was born:
+   * it was recorded for an earlier service of the same name, deleted since.
+   */
+  listServiceBirths(namespace: string): Promise<Map<string, number>>;
   /** Refuses ("has_instances") while the service has live instances at `now`. */
   deleteService(namespace: string, serviceId: string, now: number): Promise<DeleteServiceResult>;
   /** Live instances at `now`, sorted by instance id. */

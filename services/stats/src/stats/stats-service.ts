@@ -13,7 +13,7 @@ export interface StatsServiceDeps {
   stats: Pick<StatsStore, "read">;
   topology: Pick<TopologyStore, "edges">;
   /** The services of a namespace: an edge whose consumer or producer was deleted since is not listed. */
-  registry: Pick<RegistryStore, "listServices">;
+  registry: Pick<RegistryStore, "listServiceBirths">;
   /** The namespace index: a caller who may not read every namespace is told how many it may read. */
   namespaces: Pick<NamespaceSource, "list">;
   namespaceRule: NamespaceRule;
@@ -26,31 +26,37 @@ const strings = (values: string[]): ListValue =>
   create(ListValueSchema, { values: values.map((value) => create(ValueSchema, { kind: { case: "stringValue", value } })) });
 
 /**
- * The edges of `namespace` seen after `since` whose consumer and producer are still services: a service deleted, or a
- * namespace deleted with its services, leaves its edges behind (in every namespace that discovered it) until they age
- * out, which is a day by default — listed meanwhile, they showed a dependency on something gone. A producer in another
- * namespace is `{ns}.{serviceId}`, and both may hold dots: it counts as existing when some reading of it names a
- * service. One read of each namespace's service index involved.
+ * The edges of `namespace` seen after `since` whose consumer and producer are services that existed when the edge was
+ * last seen: a service deleted, or a namespace deleted with its services, leaves its edges behind (in every namespace
+ * that discovered it) until they age out, which is a day by default — listed meanwhile, they showed a dependency on
+ * something gone, and once a service of the same name was created again, on the new one, which nobody had discovered.
+ * A producer in another namespace is `{ns}.{serviceId}`, and both may hold dots: it counts when some reading of it names
+ * such a service. One read of each namespace's services involved.
  */
 async function liveEdges(deps: Pick<StatsServiceDeps, "topology" | "registry" | "namespaceRule">, namespace: string, since: number): Promise<TopologyEdge[]> {
   const edges = await deps.topology.edges(namespace, since);
   if (edges.length === 0) return edges;
-  const indexes = new Map<string, Promise<Set<string>>>();
+  const indexes = new Map<string, Promise<Map<string, number>>>();
   const servicesOf = (ns: string) => {
-    let ids = indexes.get(ns);
-    if (!ids) indexes.set(ns, (ids = deps.registry.listServices(ns).then((list) => new Set(list))));
-    return ids;
+    let births = indexes.get(ns);
+    if (!births) indexes.set(ns, (births = deps.registry.listServiceBirths(ns)));
+    return births;
   };
   const own = await servicesOf(namespace);
-  const exists = async (producer: string): Promise<boolean> => {
-    if (own.has(producer)) return true;
+  /** Whether `serviceId` of `births` existed when `seen`: created no later (a service created before births were kept counts 0). */
+  const existedAt = (births: Map<string, number>, serviceId: string, seen: number) => {
+    const born = births.get(serviceId);
+    return born !== undefined && born <= seen;
+  };
+  const producerExisted = async (producer: string, seen: number): Promise<boolean> => {
+    if (existedAt(own, producer, seen)) return true;
     for (let dot = producer.indexOf("."); dot > 0; dot = producer.indexOf(".", dot + 1)) {
       const ns = producer.slice(0, dot);
-      if (ns !== namespace && isValidNamespace(ns, deps.namespaceRule) && (await servicesOf(ns)).has(producer.slice(dot + 1))) return true;
+      if (ns !== namespace && isValidNamespace(ns, deps.namespaceRule) && existedAt(await servicesOf(ns), producer.slice(dot + 1), seen)) return true;
     }
     return false;
   };
-  const kept = await Promise.all(edges.map(async (e) => own.has(e.consumer) && (await exists(e.producer))));
+  const kept = await Promise.all(edges.map(async (e) => existedAt(own, e.consumer, e.lastSeen) && (await producerExisted(e.producer, e.lastSeen))));
   return edges.filter((_, i) => kept[i]);
 }
 
