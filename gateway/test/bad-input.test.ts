@@ -43,6 +43,15 @@ describe("bad input gets a clear 4xx and loses nothing", () => {
     { name: "bad percent-escape", method: "GET", url: "/configs/%E0%A4%A", status: 400, code: "invalid_argument", message: /percent-escape/ },
   ];
 
+  it("a namespace holding a character that does not show cannot be written into; reads answer as for any namespace", async () => {
+    const hidden = `${seg(n)}%E2%80%8B`; // + U+200B: shows as the namespace itself
+    const put = await gw.app.inject({ method: "PUT", url: `/v1/namespaces/${hidden}/configs/a`, payload: "x", headers: { "content-type": "text/plain" } });
+    expect([put.statusCode, put.json().message]).toEqual([400, expect.stringContaining("contains U+200B, a character that does not show")]);
+    // one created before the rule stays reachable (read, exported, deleted): here it holds nothing
+    const get = await gw.app.inject({ method: "GET", url: `/v1/namespaces/${hidden}/configs/a` });
+    expect(get.statusCode).toBe(404);
+  });
+
   it("an empty path variable (a doubled or trailing slash) is the same 404, not 'namespace is required' from deeper down", async () => {
     for (const [method, url] of [["GET", "/v1/namespaces//configs/x"], ["PUT", "/v1/namespaces//configs/x"], ["GET", `/v1/namespaces/${seg(n)}/configs//versions`]]) {
       const r = await gw.app.inject({ method: method as "GET", url, payload: method === "PUT" ? "x" : undefined, headers: { "content-type": "text/plain" } });

@@ -5,19 +5,29 @@
  * code points (Hangul fillers, variation selectors, the combining grapheme joiner) — all of them draw nothing, or
  * rearrange what is drawn, so "root" followed by one of them reads "root".
  */
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/u;
-const INVISIBLE_ALL = new RegExp(INVISIBLE.source, "gu");
+const INVISIBLE = "[\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Default_Ignorable_Code_Point}]";
+/**
+ * Emoji that are made of several code points: a pictograph with its emoji variation selector (U+FE0F: ❤️, ✔️) or skin
+ * tone, pictographs joined by U+200D (👨‍👩‍👧, 🏳️‍🌈), keycaps (1️⃣). The selector and the joiner in them are part of what
+ * shows; outside such a sequence ("root" + U+FE0F) they are as invisible as any other.
+ */
+const EMOJI_SEQUENCE = "\\p{Extended_Pictographic}\\p{Emoji_Modifier}?\\uFE0F?(?:\\u200D\\p{Extended_Pictographic}\\p{Emoji_Modifier}?\\uFE0F?)*|[0-9#*]\\uFE0F\\u20E3";
+/** Emoji sequences (group 1), skipped whole, or a character that does not show (group 2). */
+const SCAN = new RegExp(`(${EMOJI_SEQUENCE})|(${INVISIBLE})`, "gu");
 
 /** The first character of `value` that would not show, as `U+200B`; undefined when every one shows. */
 export function invisibleCharacterIn(value: string): string | undefined {
-  const c = INVISIBLE.exec(value)?.[0];
-  return c === undefined ? undefined : `U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
+  for (const m of value.matchAll(SCAN)) {
+    if (m[2] !== undefined) return `U+${m[2].codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`;
+  }
+  return undefined;
 }
 
 /** `value` with every character that would not show written out (`\u200b`, `\u{e0041}`), for a record anyone can write. */
 export function withInvisibleWrittenOut(value: string): string {
-  return value.replace(INVISIBLE_ALL, (c) => {
-    const code = c.codePointAt(0)!;
+  return value.replace(SCAN, (match, emoji: string | undefined) => {
+    if (emoji !== undefined) return match;
+    const code = match.codePointAt(0)!;
     return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
   });
 }

@@ -39,15 +39,6 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
       Code.InvalidArgument,
     );
   }
-  // "{dev}" followed by a zero-width space shows as "{dev}" in every list, log and message, yet is another namespace
-  // (another role binding, other data): a name must read as what it is.
-  const invisible = invisibleCharacterIn(namespace);
-  if (invisible) {
-    throw new ConnectError(
-      `namespace "${excerpt(withInvisibleWrittenOut(namespace.slice(0, 64)))}" contains ${invisible}, a character that does not show (a zero-width or format character): remove it`,
-      Code.InvalidArgument,
-    );
-  }
   if (rule.requireHashTag && !hasHashTag(namespace)) {
     // "%7Bdev%7D" arrived still encoded: the client encoded the braces twice (it sent "%257Bdev%257D").
     if (/%7B|%7D/i.test(namespace)) {
@@ -63,6 +54,24 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
       `namespace "${namespace}" has no hash tag: a namespace must contain a non-empty brace-enclosed tag (its first "{...}" counts), ` +
         `e.g. "{${base}}" or "cosky-{${base}}", so that all of its keys share one Redis Cluster slot. ` +
         `The server uses names exactly as given and never adds braces.${same}`,
+      Code.InvalidArgument,
+    );
+  }
+}
+
+/**
+ * {@link checkNamespace}, and no character that does not show: for the calls that create a namespace or write data
+ * into it (config writes and imports, registrations, creating it, making it current). "{dev}" followed by a zero-width
+ * space shows as "{dev}" in every list, log and message, yet is another namespace (other data, other role bindings). A
+ * namespace created with one before this rule is still read, renewed into, exported and deleted with checkNamespace,
+ * so that its data can be moved and the name retired.
+ */
+export function checkNewNamespace(namespace: string, rule: NamespaceRule): void {
+  checkNamespace(namespace, rule);
+  const invisible = invisibleCharacterIn(namespace);
+  if (invisible) {
+    throw new ConnectError(
+      `namespace "${excerpt(withInvisibleWrittenOut(namespace.slice(0, 64)))}" contains ${invisible}, a character that does not show (a zero-width or format character): remove it`,
       Code.InvalidArgument,
     );
   }

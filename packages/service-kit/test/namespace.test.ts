@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { checkNamespace } from "../src/index.js";
+import { checkNamespace, checkNewNamespace } from "../src/index.js";
 
 const strict = { requireHashTag: true };
 const rejects = (ns: string, rule = strict) => {
@@ -36,12 +36,27 @@ describe("namespace rule (contract §2)", () => {
     expect(rejects("{dev}\u202eved")).toContain('"{dev}?ved"'); // shown as it reads, never reversed
   });
 
-  it("rejects characters that do not show, naming the character and writing the name out (the user-name rule)", () => {
+  it("a new namespace (created, or written into) holds no character that does not show; one from before is still reached", () => {
+    const rejectsNew = (ns: string) => {
+      try {
+        checkNewNamespace(ns, strict);
+      } catch (err) {
+        expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+        return (err as ConnectError).rawMessage;
+      }
+      throw new Error(`"${ns}" was accepted`);
+    };
     // "{dev}" + U+200B lists, logs and reads as "{dev}" and is another namespace: other data, other role bindings
-    expect(rejects("{dev}\u200b")).toBe('namespace "{dev}\\u200b" contains U+200B, a character that does not show (a zero-width or format character): remove it');
-    for (const c of ["\u00ad", "\u2060", "\u3164", "\ufe0f", "\u{e0041}", "\u034f", "\u200d"]) expect(rejects(`{dev${c}}`)).toContain("does not show");
-    // other scripts, accents and plain emoji show as what they are
-    for (const ns of ["{zöne}", "{開発}", "{команда}", "{team-\u{1f680}}"]) expect(() => checkNamespace(ns, strict)).not.toThrow();
+    expect(rejectsNew("{dev}\u200b")).toBe('namespace "{dev}\\u200b" contains U+200B, a character that does not show (a zero-width or format character): remove it');
+    for (const c of ["\u00ad", "\u2060", "\u3164", "\ufe0f", "\u{e0041}", "\u034f", "\u200d"]) expect(rejectsNew(`{dev${c}}`)).toContain("does not show");
+    // other scripts, accents and emoji — also those made of several code points — show as what they are
+    for (const ns of ["{zöne}", "{開発}", "{команда}", "{team-\u{1f680}}", "{team-\u2764\ufe0f}", "{team-\u{1f468}\u200d\u{1f469}\u200d\u{1f467}}", "{team-\u{1f3f3}\ufe0f\u200d\u{1f308}}", "{team-1\ufe0f\u20e3}", "{team-\u{1f44d}\u{1f3fd}}"]) {
+      expect(() => checkNewNamespace(ns, strict), ns).not.toThrow();
+    }
+    // a joiner or selector outside an emoji does not show
+    for (const ns of ["{team-\u{1f468}\u200d}", "{dev\u200d\u{1f468}}", "{dev\ufe0f}"]) rejectsNew(ns);
+    // a namespace created with one before the rule can still be read, renewed into, exported and deleted
+    expect(() => checkNamespace("{dev}\u200b", strict)).not.toThrow();
   });
 
   it("with require-hash-tag=false, plain names pass (standalone storage only) but the character rules stay", () => {

@@ -13,7 +13,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, excerpt, limitExceeded, paceFanOut, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, excerpt, limitExceeded, paceFanOut, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -99,7 +99,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
     },
 
     async setConfig(req) {
-      checkNamespace(req.namespace, deps.namespaceRule);
+      checkNewNamespace(req.namespace, deps.namespaceRule);
       checkWritableConfigId(req.configId);
       checkContent(req.data);
       await indexed(req.namespace);
@@ -155,7 +155,7 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
     },
 
     async importConfigs(req, ctx: HandlerContext) {
-      checkTarget(req.namespace);
+      checkNewNamespace(req.namespace, deps.namespaceRule);
       const policy = req.policy || "skip";
       if (policy !== "skip" && policy !== "overwrite") {
         throw new ConnectError(`policy "${excerpt(req.policy)}" is not known: use skip (default) or overwrite`, Code.InvalidArgument);

@@ -14,7 +14,7 @@ import {
   WatchInstancesResponseSchema,
   WatchServicesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { checkNamespace, mapInTurns, perRecord, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, mapInTurns, perRecord, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
@@ -87,7 +87,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
 
   /** Validates and stores a registration; the ttl is 0 for a fixed instance. */
   const register = async (req: RegisterInstanceRequest): Promise<{ instanceId: string; ttlAt?: number; ttlMs: number }> => {
-    checkNamespace(req.namespace, deps.namespaceRule);
+    checkNewNamespace(req.namespace, deps.namespaceRule);
     checkWritableServiceId(req.serviceId);
     checkSchema(req.schema);
     checkHost(req.host);
@@ -127,7 +127,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     },
 
     async putService(req) {
-      checkNamespace(req.namespace, deps.namespaceRule);
+      checkNewNamespace(req.namespace, deps.namespaceRule);
       checkWritableServiceId(req.serviceId);
       await deps.namespaces?.add(req.namespace);
       return { created: await store.putService(req.namespace, req.serviceId, now()) };

@@ -3,7 +3,7 @@ import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import type { ConfigStore } from "@gov/config-service";
 import type { NamespaceIndex } from "@gov/namespaces";
 import type { RegistryStore, TopologyStore } from "@gov/registry-service";
-import { checkNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, type NamespaceRule } from "@gov/service-kit";
 import { callerOf, readableNamespaces } from "@gov/security-service";
 import type { StatsStore } from "../stats/stats-store.js";
 
@@ -51,12 +51,14 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
 
     async setCurrentNamespace(req) {
       checkTarget(req.namespace);
+      checkNewNamespace(req.namespace, deps.namespaceRule);
       await index.setCurrent(req.namespace);
       return { set: true };
     },
 
     async createNamespace(req) {
       checkTarget(req.namespace);
+      checkNewNamespace(req.namespace, deps.namespaceRule);
       return { created: await index.create(req.namespace) };
     },
 
