@@ -18,9 +18,9 @@ export function allowedMethods(app: FastifyInstance): (path: string) => string[]
 }
 
 /**
- * {@link allowedMethods}, and `extends(method, path)`: whether `path` is a proper prefix of a path the method is
- * routed on (`PUT …/instances/order@http` of `PUT …/instances/{id}/renew`): what a client sends when its URL held a
- * raw `#`, where everything after it is a fragment and never leaves the client.
+ * {@link allowedMethods}, and `extends(method, path)`: whether `path` is a proper prefix, ending in a path variable, of
+ * a path the method is routed on (`PUT …/instances/order@http` of `PUT …/instances/{id}/renew`): what a client sends
+ * when its URL held a raw `#`, where everything after it is a fragment and never leaves the client.
  */
 function methodsOfPaths(app: FastifyInstance): { allowed: (path: string) => string[]; extends: (method: string, path: string) => boolean } {
   const routes: { methods: string[]; url: string }[] = [];
@@ -50,8 +50,9 @@ function methodsOfPaths(app: FastifyInstance): { allowed: (path: string) => stri
       for (const m of r.methods) {
         all.add(m);
         on(router, m, r.url);
+        // only prefixes that end in a variable: a "#" cuts a URL inside an id, never at a fixed segment
         const segments = r.url.split("/");
-        for (let n = 2; n < segments.length; n++) on(prefixes, m, segments.slice(0, n).join("/"));
+        for (let n = 2; n < segments.length; n++) if (segments[n - 1].startsWith(":")) on(prefixes, m, segments.slice(0, n).join("/"));
       }
     }
     methods = [...all];

@@ -75,6 +75,9 @@ for (const target of storeTargets()) {
         if (method === "PUT") expect(cut.json().message).toContain('if the URL held a "#", everything from it on was not sent (a client cuts a URL there): send # as %23');
         else expect(cut.json().message).not.toContain("%23"); // no PATCH route lies under it
       }
+      // a wrong method on a collection was not cut inside an id: no word about "#"
+      const collection = await req("DELETE", `${svc(n, "order")}/instances`);
+      expect([collection.statusCode, collection.json().message]).toEqual([405, expect.not.stringContaining("%23")]);
     });
 
     it("renew → true with the ttl extended; unknown → 404; metadata replace and {} clears", async () => {

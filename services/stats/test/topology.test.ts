@@ -4,7 +4,7 @@ import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { createRegistryClient } from "@gov/registry-client";
 import { EDGE_WRITE_INTERVAL_MS, UNKNOWN_CONSUMER_RETRY_MS } from "@gov/registry-service";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
-import type { BuiltProcess } from "@gov/service-kit";
+import { CLOCK_SKEW_ALLOWANCE_MS, type BuiltProcess } from "@gov/service-kit";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { StatsStores } from "../src/worker/stores.js";
@@ -118,8 +118,9 @@ for (const target of statsTargets()) {
       // and a deleted consumer's edges go with it
       expect(await del(`${services(home)}/A`)).toBe(200);
       expect(await topology(home)).toEqual({});
-      // created again under the same names: nobody has discovered the new services, so the old edges stay gone (they
-      // came back with them, and showed a day-old dependency on services created a moment ago)
+      // created again under the same names (later than the hosts' clocks may differ): nobody has discovered the new
+      // services, so the old edges stay gone (they came back with them: a day-old dependency on a new service)
+      skipped += CLOCK_SKEW_ALLOWANCE_MS + 1;
       for (const id of ["A", "C"]) expect((await put(`${services(home)}/${id}`)).statusCode).toBe(200);
       expect((await put(`${services(other)}/B/instances`, { schema: "http", host: "b", port: 1 })).statusCode).toBe(200);
       expect(await topology(home)).toEqual({});
@@ -127,6 +128,13 @@ for (const target of statsTargets()) {
       skipped += EDGE_WRITE_INTERVAL_MS + 1;
       await get(`${services(other)}/B/instances`, { "x-gov-consumer": "A", "x-gov-consumer-namespace": home });
       await expect.poll(() => topology(home), POLL).toEqual({ A: [`${other}.B`] });
+    });
+
+    it("a service created on a host whose clock runs up to a second ahead keeps the edges discovered right after", async () => {
+      const ns = await setUp();
+      await stores.registry.putService(ns, "P", now() + CLOCK_SKEW_ALLOWANCE_MS - 100); // its birth, by the other host's clock
+      await get(`${services(ns)}/P/instances`, { "x-gov-consumer": "A" });
+      await expect.poll(() => topology(ns), POLL).toEqual({ A: ["P"] });
     });
 
     it("the answer is what /openapi.json says it is: a map of producer arrays (it said objects of {values: [Value]})", async () => {

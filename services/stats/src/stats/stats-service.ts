@@ -4,7 +4,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { StatsService } from "@gov/api/gen/gov/stats/v1/stats_pb";
 import type { RegistryStore, TopologyEdge, TopologyStore } from "@gov/registry-service";
 import { callerOf } from "@gov/security-service";
-import { checkNamespace, isValidNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, CLOCK_SKEW_ALLOWANCE_MS, isValidNamespace, type NamespaceRule } from "@gov/service-kit";
 import { visibleNamespaces } from "../namespaces/namespace-service.js";
 import type { NamespaceSource } from "../worker/stats-pass.js";
 import { EMPTY_STAT, type StatsStore } from "./stats-store.js";
@@ -43,10 +43,13 @@ async function liveEdges(deps: Pick<StatsServiceDeps, "topology" | "registry" | 
     return births;
   };
   const own = await servicesOf(namespace);
-  /** Whether `serviceId` of `births` existed when `seen`: created no later (a service created before births were kept counts 0). */
+  /**
+   * Whether `serviceId` of `births` existed when `seen` (a service created before births were kept counts 0). Its birth
+   * and the sighting may come from two hosts' clocks: a birth up to the clocks' allowance later still counts.
+   */
   const existedAt = (births: Map<string, number>, serviceId: string, seen: number) => {
     const born = births.get(serviceId);
-    return born !== undefined && born <= seen;
+    return born !== undefined && born <= seen + CLOCK_SKEW_ALLOWANCE_MS;
   };
   const producerExisted = async (producer: string, seen: number): Promise<boolean> => {
     if (existedAt(own, producer, seen)) return true;

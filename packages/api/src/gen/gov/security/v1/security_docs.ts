@@ -21,7 +21,6 @@ export const docs: Readonly<Record<string, string>> = {
   "gov.security.v1.SecurityService.DeleteRole": "Removes a role (admin); users bound to it simply lose it.",
   "gov.security.v1.SecurityService.QueryAuditLog": "Queries the audit log, newest first (admin).",
   "gov.security.v1.SecurityService.ExportAuditLog": "Exports the audit log as CSV (admin), with the query's filters, newest first.",
-  "gov.security.v1.LoginRequest": "Secrets are marked debug_redact: the REST gateway takes them only in a request body, never from a URL's query\nstring (URLs end up in proxy logs, shell history and browser history), and the OpenAPI document offers them nowhere else.",
   "gov.security.v1.User.locked": "Locked by hand or by failed logins.",
   "gov.security.v1.ChangePasswordRequest.old_password": "Required unless the caller is an admin.",
   "gov.security.v1.ResourceAction": "A namespace and what a role may do in it.",
