@@ -145,7 +145,10 @@ function addRoute(app: FastifyInstance, { route, transport, bodyLimit }: Planned
         : await transport.unary(method, undefined, undefined, headers, input as never);
       const ready = prepareAnswer(route.method.output, res.message as Message);
       if (ready) await ready;
-      return sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
+      // Sent here (or, compressed, once awaited); not returned: the reply is a thenable, which the handler's promise
+      // would adopt through a further microtask and a call of reply.then.
+      const sent = sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
+      if (sent instanceof Promise) await sent;
     },
   });
 }

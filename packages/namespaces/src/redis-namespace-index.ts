@@ -2,6 +2,9 @@ import { Cluster } from "ioredis";
 import { defineScript, followChanges, prepareScripts, quitQuietly, redisCaller, redisWriteCaller, runDurableScript, writeDurably, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { SystemNamespaceError, type NamespaceIndex } from "./namespace-index.js";
 
+/** What `add` answers for a namespace already known to be indexed. */
+const DONE: Promise<void> = Promise.resolve();
+
 export interface RedisNamespaceIndexOptions {
   /** The system namespace (`gov.namespace.system`); every key of the index is in it (one Cluster slot). */
   system: string;
@@ -93,18 +96,22 @@ export async function createRedisNamespaceIndex(client: RedisClient, options: Re
     howToCheck: "list the namespaces (GET /v1/namespaces, or ListNamespaces) before retrying; sending the same call again is safe",
   }));
 
+  const addUnknown = async (ns: string): Promise<void> => {
+    const seen = removals;
+    // Durable (gov.redis.min-replicas): a namespace created with a config must survive a failover as the config does.
+    await written(`the indexing of namespace ${JSON.stringify(ns)}`, () => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
+    remember(ns, seen);
+  };
+
   // Created at startup (contract §2): listing never misses the system namespace.
   await call(() => client.sadd(keys.index, system));
 
   return {
     kind,
     system,
-    async add(ns) {
-      if (known.has(ns)) return;
-      const seen = removals;
-      // Durable (gov.redis.min-replicas): a namespace created with a config must survive a failover as the config does.
-      await written(`the indexing of namespace ${JSON.stringify(ns)}`, () => writeDurably(client, keys.index, (batch) => batch.sadd(keys.index, ns)));
-      remember(ns, seen);
+    add(ns) {
+      // Known (every write to an indexed namespace): no async function's frame and promise, one shared promise.
+      return known.has(ns) ? DONE : addUnknown(ns);
     },
     async create(ns) {
       const seen = removals;

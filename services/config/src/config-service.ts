@@ -103,7 +103,8 @@ export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof
       checkWritableConfigId(req.configId);
       checkContent(req.data);
       await indexed(req.namespace);
-      return store.set(req.namespace, req.configId, req.data, sha256(req.data), now());
+      // awaited, not returned: an async function that returns a promise takes two more microtask turns to adopt it
+      return await store.set(req.namespace, req.configId, req.data, sha256(req.data), now());
     },
 
     async deleteConfig(req) {

@@ -130,9 +130,14 @@ end
 migrateLegacyIndex() -- before any script reads or writes history
 `;
 
-/** ARGV: configId, data, hash, now, maxVersions, channel → {changed 0|1, version} */
+/**
+ * ARGV: configId, data, hash, now, maxVersions, channel → the version, negated when nothing changed (the content was
+ * current already): one integer, which the client decodes in half the time of the pair `write` answers.
+ */
 const SET_LUA = `${PRELUDE}
-return write(readCurrent(), ARGV[1], ARGV[2], ARGV[3], 'set', ARGV[4], tonumber(ARGV[5]), ARGV[6])
+local written = write(readCurrent(), ARGV[1], ARGV[2], ARGV[3], 'set', ARGV[4], tonumber(ARGV[5]), ARGV[6])
+if written[1] == 1 then return written[2] end
+return -written[2]
 `;
 
 /** ARGV: configId, now, maxVersions, channel → 1 removed | 0 absent */
@@ -205,8 +210,9 @@ const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 export function configScripts(client: RedisClient) {
   prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
-    set: (...a: [...Keys, configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
-      runDurableScript(client, SET, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<[number, number]>,
+    /** The version written, or the current one negated when the content was current already (see SET_LUA). */
+    set: (keys: Keys, args: [configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
+      runDurableScript(client, SET, keys, args) as Promise<number>,
     remove: (...a: [...Keys, configId: string, now: number, maxVersions: number, channel: string]) =>
       runDurableScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,
     rollback: (...a: [...Keys, configId: string, target: number, now: number, maxVersions: number, channel: string]) =>

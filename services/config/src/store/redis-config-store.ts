@@ -111,9 +111,15 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       });
     },
     async set(ns, id, data, hash, now) {
-      const args = [id, data, hash, now, options.maxVersions, eventChannel(ns)] as const;
-      const [changed, version] = await write(ns, id, "set", () => scripts.set(...configKeys(ns, id), ...args));
-      return { changed: changed === 1, version };
+      const keys = configKeys(ns, id);
+      let version: number;
+      // `write`, written out: one async step less on every PUT
+      try {
+        version = await written({ op: "set", namespace: ns, configId: id }, () => scripts.set(keys, [id, data, hash, now, options.maxVersions, eventChannel(ns)]));
+      } finally {
+        forget(ns, id);
+      }
+      return version > 0 ? { changed: true, version } : { changed: false, version: -version };
     },
     async remove(ns, id, now) {
       const args = [id, now, options.maxVersions, eventChannel(ns)] as const;
