@@ -84,7 +84,12 @@ export function misspelledFileKeys(sources: SettingsSources): { key: string; mea
   const out: { key: string; meant: string }[] = [];
   for (const key of Object.keys(sources.file)) {
     if (names.has(key)) continue;
-    const meant = [...names].find((name) => distance(key, name, 2) <= 2);
+    let meant: string | undefined;
+    let closest = 3;
+    for (const name of names) {
+      const d = distance(key, name, 2);
+      if (d < closest) [meant, closest] = [name, d];
+    }
     if (meant !== undefined) out.push({ key, meant });
   }
   return out;

@@ -71,14 +71,16 @@ describe("log level variables", () => {
 describe("misspelled keys in the settings file", () => {
   it("a key a letter or two from a setting the process read is named, with the setting meant; others are left alone", () => {
     const sources = {
-      file: { "gov.security.audit-log.actoin": "rw", "sec.jwt.token-validity.refresh": "1h", "gov.worker-service.port": "8094", "PORTS": "1" },
+      file: { "gov.security.audit-log.actoin": "rw", "sec.jwt.token-validity.refresh": "1h", "gov.worker-service.port": "8094", "PORTS": "1", "PORTAX": "x" },
       filePath: "gov.yaml",
       env: {},
     };
     loadSettings(defs, sources);
+    loadSettings({ portal: { name: "PORTAL", parse: String, doc: "" } as SettingDef<string> }, sources);
     expect(misspelledFileKeys(sources)).toEqual([
       { key: "gov.security.audit-log.actoin", meant: "gov.security.audit-log.action" },
       { key: "PORTS", meant: "PORT" },
+      { key: "PORTAX", meant: "PORTAL" }, // the closest, not PORT (two letters away), which was read first
     ]);
     // before any setting is read, nothing is known to be meant
     expect(misspelledFileKeys({ ...sources, file: { ...sources.file } })).toEqual([]);
