@@ -1,6 +1,6 @@
 import { connectRedis, type RedisClient } from "@gov/redis";
 import { redisTargets, startRedis, type RedisServer } from "@gov/testkit";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { serviceKeys } from "../src/store/redis-registry-scripts.js";
 import { createRegistryReadCache } from "../src/store/registry-read-cache.js";
 import { createRedisRegistryStore } from "../src/store/redis-registry-store.js";
@@ -107,12 +107,25 @@ for (const target of redisTargets()) {
       const list = () => b.listInstances(ns, "svc", Date.now());
       expect(await list()).toHaveLength(2001); // cached now
       const server = await connectRedis(target.url);
-      // whole-service reads (HGETALL) on every node: a Cluster's slot may be on any
+      // whole-service reads (HGETALL) of this namespace's keys, on every node (a Cluster's slot may be on any), watched
+      // with MONITOR: counting all HGETALLs (INFO commandstats) also counted those of the test files running beside it
+      const nodes = "nodes" in server ? (server as unknown as { nodes(role: string): RedisClient[] }).nodes("master") : [server];
+      const monitors = await Promise.all(nodes.map((node) => (node as unknown as { monitor(): Promise<{ on(e: "monitor", f: (time: string, args: string[]) => void): void; disconnect(): void }> }).monitor()));
+      let wholeReadsSeen = 0;
+      const marks = new Set<string>();
+      for (const m of monitors) {
+        m.on("monitor", (_time, args) => {
+          if (args[0]?.toLowerCase() === "echo") marks.add(args[1]);
+          else if (args[0]?.toLowerCase() === "hgetall" && args[1]?.startsWith(ns)) wholeReadsSeen++;
+        });
+      }
+      let mark = 0;
       const wholeReads = async () => {
-        const nodes = "nodes" in server ? (server as unknown as { nodes(role: string): RedisClient[] }).nodes("master") : [server];
-        let n = 0;
-        for (const node of nodes) n += Number(/cmdstat_hgetall:calls=(\d+)/.exec(await node.info("commandstats"))?.[1] ?? 0);
-        return n;
+        // a node shows its commands to MONITOR in order: once it has shown this echo, it has shown all before it
+        const sent = nodes.map(() => `${ns}:mark:${mark++}`);
+        await Promise.all(nodes.map((node, i) => node.echo(sent[i])));
+        await vi.waitFor(() => expect(sent.every((m) => marks.has(m))).toBe(true), { timeout: 5000, interval: 5 });
+        return wholeReadsSeen;
       };
       try {
         const before = await wholeReads();
@@ -133,6 +146,7 @@ for (const target of redisTargets()) {
         expect(after).toEqual(await a.listInstances(ns, "svc", Date.now())); // what a fresh read of the store says
       } finally {
         events.stop();
+        for (const m of monitors) m.disconnect();
         await server.quit();
       }
     });
