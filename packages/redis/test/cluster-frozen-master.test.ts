@@ -38,6 +38,9 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master that freezes 
     // ioredis drops its connection to the old master once a slot refresh no longer lists it; that connection holds
     // the timed-out write, which ioredis' Cluster used to send again (its "connection closed" retry) to the new master.
     const victimConnection = (client as Cluster).nodes("all").find((n) => n.options.port === victim.port)!;
+    // "A" on the replica before the freeze: replication is asynchronous, and a replica promoted without it lost it (the
+    // list then read ["C", "C"]: C pushed again by the poll below, whose first push answered 1)
+    expect(await victimConnection.call("WAIT", "1", "5000")).toBe(1);
     const closed = new Promise<number>((resolve) => victimConnection.once("close", () => resolve(performance.now())));
 
     const other = await connectRedis(cluster.url); // another gateway's client
