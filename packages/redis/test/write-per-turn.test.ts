@@ -2,6 +2,7 @@ import { startRedis, type RedisServer } from "@gov/testkit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { connectRedis, quitQuietly } from "../src/index.js";
+import { MAX_HELD } from "../src/write-per-turn.js";
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -40,12 +41,17 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
     await redis?.stop();
   });
 
-  it("the commands issued in one turn leave in one socket write", async () => {
+  it("the commands issued in one turn leave in one socket write per MAX_HELD of them", async () => {
     const writes = countWrites([client.stream]);
     try {
-      const replies = Array.from({ length: 50 }, (_, i) => client.set(`{turn}:${i}`, String(i)));
-      expect(await Promise.all(replies)).toEqual(Array(50).fill("OK"));
+      const replies = Array.from({ length: MAX_HELD - 1 }, (_, i) => client.set(`{turn}:${i}`, String(i)));
+      expect(await Promise.all(replies)).toEqual(Array(MAX_HELD - 1).fill("OK"));
       expect(writes.count).toBe(1);
+      // a larger batch leaves in parts, the first ones while the rest are still being issued (Redis starts on them)
+      const more = Array.from({ length: 50 }, (_, i) => client.set(`{turn}:${i}`, String(i)));
+      expect(writes.count).toBe(1 + Math.floor(50 / MAX_HELD)); // written during the turn
+      expect(await Promise.all(more)).toEqual(Array(50).fill("OK"));
+      expect(writes.count).toBe(1 + Math.ceil(50 / MAX_HELD)); // and the rest at its end
     } finally {
       writes.restore();
     }
@@ -98,14 +104,14 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
 });
 
 describe.skipIf(inject("redisSkipReason"))("a Cluster client's writes, one per event-loop turn and node", () => {
-  it("the commands issued in one turn for one node leave in one socket write", async () => {
+  it("the commands issued in one turn for one node leave in one socket write (up to MAX_HELD of them)", async () => {
     const cluster = (await connectRedis(inject("redisClusterUrl"))) as Cluster;
     try {
       await cluster.set("{turn}:warm", "1"); // the slot's node connection is open and ready
       const writes = countWrites(cluster.nodes("master").flatMap((node) => (node.stream ? [node.stream] : [])));
       try {
-        const replies = Array.from({ length: 50 }, (_, i) => cluster.set(`{turn}:${i}`, String(i)));
-        expect(await Promise.all(replies)).toEqual(Array(50).fill("OK"));
+        const replies = Array.from({ length: MAX_HELD }, (_, i) => cluster.set(`{turn}:${i}`, String(i)));
+        expect(await Promise.all(replies)).toEqual(Array(MAX_HELD).fill("OK"));
         expect(writes.count).toBe(1); // each routed command in its own write before
       } finally {
         writes.restore();
