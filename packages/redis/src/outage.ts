@@ -16,8 +16,11 @@ export function isConnectionError(err: unknown): boolean {
   return err.name === "MaxRetriesPerRequestError" || err.name === "ClusterAllFailedError" || CONNECTION_MESSAGES.test(err.message);
 }
 
-/** Runs one Redis call; a connection failure becomes a {@link StoreUnavailableError} that says what is down and why. */
-export type RedisCall = <T>(run: () => Promise<T>) => Promise<T>;
+/**
+ * Runs one Redis call; a connection failure becomes a {@link StoreUnavailableError} that says what is down and why.
+ * `failure` is that mapping on its own, for a wrapper that applies it in its own catch (one async step, not two).
+ */
+export type RedisCall = (<T>(run: () => Promise<T>) => Promise<T>) & { failure(err: unknown): unknown };
 
 /**
  * The one way every store turns a Redis outage into `StoreUnavailableError` (→ `unavailable`, HTTP 503). Time bounds
@@ -28,25 +31,15 @@ export function redisCaller(client: RedisClient): RedisCall {
   const cause = trackConnectionCause(client);
   const failure = (err: unknown): unknown =>
     isConnectionError(err) ? new StoreUnavailableError(`Redis at ${addressOf(client)} is unavailable (${cause() ?? plainCause(err as Error)}): ${RETRY_WHEN_BACK}`, { cause: err }) : err;
-  const call: RedisCall = async (run) => {
+  const call = async <T>(run: () => Promise<T>): Promise<T> => {
     try {
       return await run();
     } catch (err) {
       throw failure(err);
     }
   };
-  failures.set(call, failure);
-  return call;
+  return Object.assign(call, { failure });
 }
-
-/** What each {@link redisCaller} makes of a failed call, for callers that wrap it (see failureOf). */
-const failures = new WeakMap<RedisCall, (err: unknown) => unknown>();
-
-/**
- * What `call` (a {@link redisCaller}) turns a failure into: `err`, or a StoreUnavailableError when Redis cannot be
- * reached; undefined for any other RedisCall. Lets a wrapper apply it in its own catch, one async step instead of two.
- */
-export const failureOf = (call: RedisCall): ((err: unknown) => unknown) | undefined => failures.get(call);
 
 /**
  * The last connection error the client reported, while it is recent: until the client is ready again, and at most

@@ -1,6 +1,6 @@
 import type { RedisClient } from "./connect.js";
 import { durableWriterOf } from "./durable-write.js";
-import { failureOf, type RedisCall } from "./outage.js";
+import type { RedisCall } from "./outage.js";
 import { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 
 /**
@@ -67,24 +67,13 @@ export function describeWriteFailure(err: unknown, maySend: boolean, write: Fail
  * strings cost a write on the hot path ~0.5 µs each time (a profiled config `PUT`) when built up front.
  */
 export function redisWriteCaller<W>(client: RedisClient, call: RedisCall, describe: (write: W) => FailedWrite) {
-  const failure = failureOf(call);
-  if (failure) {
-    // `call`'s own handling in this function's catch: the same errors, one async step less on every write
-    return async <T>(write: W, run: () => Promise<T>): Promise<T> => {
-      const maySend = writeMaySend(client); // read before the write is issued
-      try {
-        return await run();
-      } catch (err) {
-        throw describeWriteFailure(failure(err), maySend, describe(write));
-      }
-    };
-  }
+  // `call`'s own mapping in this function's catch: the same errors, one async step less on every write
   return async <T>(write: W, run: () => Promise<T>): Promise<T> => {
     const maySend = writeMaySend(client); // read before the write is issued
     try {
-      return await call(run);
+      return await run();
     } catch (err) {
-      throw describeWriteFailure(err, maySend, describe(write));
+      throw describeWriteFailure(call.failure(err), maySend, describe(write));
     }
   };
 }
