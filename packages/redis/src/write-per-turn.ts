@@ -35,7 +35,8 @@ export function writeOncePerTurn(client: Redis): Redis {
       setImmediate(uncork, socket);
     }
     const sent = send.apply(this, args);
-    if (corked === socket && ++held >= MAX_HELD) {
+    // (not while the connection is still coming up: no socket, nothing corked — undefined === undefined)
+    if (socket !== undefined && corked === socket && ++held >= MAX_HELD) {
       // written now, still corked for the rest of the turn
       held = 0;
       socket.uncork();

@@ -1,7 +1,7 @@
 import { startRedis, type RedisServer } from "@gov/testkit";
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { connectRedis, quitQuietly } from "../src/index.js";
+import { connectRedis, createRedis, quitQuietly } from "../src/index.js";
 import { MAX_HELD } from "../src/write-per-turn.js";
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -66,6 +66,17 @@ describe.skipIf(inject("redisSkipReason"))("a standalone client's writes, one pe
     await nextTurn();
     expect(socket.writableCorked).toBe(0);
     expect(await reply).toBe("OK");
+  });
+
+  it("more than MAX_HELD commands issued while the connection is still coming up are queued and sent, not thrown", async () => {
+    // no socket yet: nothing corked, and "undefined === undefined" once took the queue for a corked socket (TypeError)
+    const fresh = createRedis(redis.url, { failFast: false });
+    try {
+      const replies = Array.from({ length: MAX_HELD * 2 }, (_, i) => fresh.set(`{turn}:early:${i}`, String(i)));
+      expect(await Promise.all(replies)).toEqual(Array(MAX_HELD * 2).fill("OK"));
+    } finally {
+      await quitQuietly(fresh);
+    }
   });
 
   it("a later turn's commands are sent while an earlier turn's are still unanswered", async () => {
