@@ -30,20 +30,28 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master that freezes 
   it.each(endings)("a write that timed out is never run later, and the client finds the new master: the old master $ending", { timeout: 60_000 }, async ({ ending, victim: v }) => {
     const victim = cluster.masters[v];
     const witness = cluster.masters[2].port; // a node that stays up, asked where the key's slot lives
-    const key = `${await hashTagOn(victim.port, "frozen", witness)}k`;
+    const tag = await hashTagOn(victim.port, "frozen", witness);
+    const key = `${tag}k`;
     // Appends, not SETs: a timed-out write run later shows in the list whenever it ran, before or after a newer one
     // (with SETs it showed only when it ran after, a race the test lost to ioredis' own refresh in some runs).
     const entries = (c: RedisClient) => c.lrange(key, 0, -1).catch((e: unknown) => (e as Error).message);
-    expect(await client.rpush(key, "A")).toBe(1);
+    // Only the write made while the master is frozen is meant to time out. Every other step goes through another
+    // gateway's client (the default timeout), or is a read or an idempotent write polled until it answers: the test
+    // process itself can stall past `client`'s 500 ms on CI's two loaded cores (a CI run failed on such a step).
+    const other = await connectRedis(cluster.url);
+    expect(await other.rpush(key, "A")).toBe(1);
+    // "A" on the replica before the freeze: replication is asynchronous, and a replica promoted without it lost it (the
+    // list then read ["C", "C"]: C pushed again by the poll below, whose first push answered 1). WAIT counts the writes
+    // of its own connection, the one that pushed "A".
+    const otherVictimConnection = (other as Cluster).nodes("master").find((n) => n.options.port === victim.port)!;
+    expect(await otherVictimConnection.call("WAIT", "1", "5000")).toBe(1);
+    // `client` reads "A": it is connected to the master about to freeze.
+    await expect.poll(() => entries(client), { timeout: 10_000, interval: 100 }).toEqual(["A"]);
     // ioredis drops its connection to the old master once a slot refresh no longer lists it; that connection holds
     // the timed-out write, which ioredis' Cluster used to send again (its "connection closed" retry) to the new master.
     const victimConnection = (client as Cluster).nodes("all").find((n) => n.options.port === victim.port)!;
-    // "A" on the replica before the freeze: replication is asynchronous, and a replica promoted without it lost it (the
-    // list then read ["C", "C"]: C pushed again by the poll below, whose first push answered 1)
-    expect(await victimConnection.call("WAIT", "1", "5000")).toBe(1);
     const closed = new Promise<number>((resolve) => victimConnection.once("close", () => resolve(performance.now())));
 
-    const other = await connectRedis(cluster.url); // another gateway's client
     const resume = pauseProcesses([victim.pid]);
     try {
       const late = (await client.rpush(key, "B").catch((e: unknown) => e)) as Error;
@@ -81,21 +89,23 @@ describe.skipIf(inject("redisSkipReason"))("a Redis Cluster master that freezes 
         await quitQuietly(direct);
       }
     }
-    expect(await entries(client)).toEqual(["A", "C"]);
-    expect(await client.rpush(key, "D")).toBe(3);
+    await expect.poll(() => entries(client), { timeout: 5_000, interval: 100 }).toEqual(["A", "C"]);
+    // and it writes there (an idempotent write, polled: see above)
+    await expect.poll(() => client.set(`${tag}w`, "D").catch((e: unknown) => (e as Error).message), { timeout: 5_000, interval: 100 }).toBe("OK");
   });
   it("a client that sends nothing while the master is frozen finds the new master too: its next command succeeds at once", { timeout: 60_000 }, async () => {
     const victim = cluster.masters[2]; // the two tests above failed masters 0 and 1 over; 0 is back, as a replica
     const witness = cluster.masters[0].port;
     const key = `${await hashTagOn(victim.port, "idle", witness)}k`;
-    expect(await client.set(key, "A")).toBe("OK");
+    await expect.poll(() => client.set(key, "A").catch((e: unknown) => (e as Error).message), { timeout: 5_000, interval: 100 }).toBe("OK");
     const resume = pauseProcesses([victim.pid]);
     try {
       await promotedMasterPort(witness, key, victim.port);
       // No command timed out to prompt it: the client's own periodic refresh (two, so that one began after the
       // failover) has to find the promoted replica.
       for (let refreshes = 0; refreshes < 2; refreshes++) await new Promise((resolve) => client.once("refresh", resolve));
-      expect(await client.set(key, "B")).toBe("OK");
+      // (a poll of at most a few tries, for a stalled test process: before the fix, every try went to the frozen master)
+      await expect.poll(() => client.set(key, "B").catch((e: unknown) => (e as Error).message), { timeout: 1_500, interval: 100 }).toBe("OK");
     } finally {
       resume();
     }
