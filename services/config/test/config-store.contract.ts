@@ -69,6 +69,19 @@ export function describeConfigStoreContract(name: string, open: () => Promise<Co
       expect(await store.set(ns, "gone", "v3", sha("v3"), 50)).toEqual({ changed: true, version: 3 });
     });
 
+    it("create writes only where the config has no current version (after a delete too); else nothing, undefined", async () => {
+      const ns = freshNamespace();
+      expect(await store.create(ns, "c", "one", sha("one"), 1)).toEqual({ changed: true, version: 1 });
+      expect(await store.create(ns, "c", "two", sha("two"), 2)).toBeUndefined();
+      expect(await store.create(ns, "c", "one", sha("one"), 3)).toBeUndefined();
+      expect(await store.get(ns, "c")).toMatchObject({ data: "one", version: 1, createTime: 1 });
+      expect(await store.versions(ns, "c")).toEqual([]);
+      await store.remove(ns, "c", 4);
+      expect(await store.create(ns, "c", "three", sha("three"), 5)).toEqual({ changed: true, version: 2 });
+      expect(await store.get(ns, "c")).toMatchObject({ data: "three", version: 2 });
+      expect(await store.list(ns)).toEqual(["c"]);
+    });
+
     it("keeps at most maxVersions superseded versions, dropping the oldest", async () => {
       const ns = freshNamespace();
       for (let i = 1; i <= 8; i++) await store.set(ns, "h", `v${i}`, sha(`v${i}`), i);

@@ -54,6 +54,12 @@ export interface ConfigStore {
   get(namespace: string, configId: string): Promise<ConfigRecord | undefined>;
   /** `hash` is the SHA-256 hex of `data` (computed by the caller, once). */
   set(namespace: string, configId: string, data: string, hash: string, now: number): Promise<WriteResult>;
+  /**
+   * `set` only where the config has no current version (an import with policy `skip`): undefined, and nothing written,
+   * when it has one. Decided in the same atomic step as the write, so a config another client writes after the caller
+   * looked is never replaced.
+   */
+  create(namespace: string, configId: string, data: string, hash: string, now: number): Promise<WriteResult | undefined>;
   /** false when the config does not exist. */
   remove(namespace: string, configId: string, now: number): Promise<boolean>;
   /** undefined when the target version is neither current nor in the history. */

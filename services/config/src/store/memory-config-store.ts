@@ -72,6 +72,10 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
     async set(ns, id, data, hash, now) {
       return write(ns, id, entryOf(ns, id, true)!, data, hash, "set", now);
     },
+    async create(ns, id, data, hash, now) {
+      const entry = entryOf(ns, id, true)!;
+      return entry.current ? undefined : write(ns, id, entry, data, hash, "set", now);
+    },
     async remove(ns, id, now) {
       const entry = entryOf(ns, id, false);
       if (!entry?.current) return false;

@@ -131,11 +131,15 @@ migrateLegacyIndex() -- before any script reads or writes history
 `;
 
 /**
- * ARGV: configId, data, hash, now, maxVersions, channel → the version, negated when nothing changed (the content was
- * current already): one integer, which the client decodes in half the time of the pair `write` answers.
+ * ARGV: configId, data, hash, now, maxVersions, channel[, "1" = only if absent] → the version, negated when nothing
+ * changed (the content was current already): one integer, which the client decodes in half the time of the pair
+ * `write` answers. Only if absent (an import with policy skip): 0, nothing written, when the config has a current
+ * version — checked here, not by a read before the script, which a write of another client could follow.
  */
 const SET_LUA = `${PRELUDE}
-local written = write(readCurrent(), ARGV[1], ARGV[2], ARGV[3], 'set', ARGV[4], tonumber(ARGV[5]), ARGV[6])
+local cur = readCurrent()
+if ARGV[7] == '1' and cur[4] then return 0 end
+local written = write(cur, ARGV[1], ARGV[2], ARGV[3], 'set', ARGV[4], tonumber(ARGV[5]), ARGV[6])
 if written[1] == 1 then return written[2] end
 return -written[2]
 `;
@@ -210,8 +214,8 @@ const ROLLBACK = defineScript("gov-config-rollback", KEY_COUNT, ROLLBACK_LUA);
 export function configScripts(client: RedisClient) {
   prepareScripts(client, SET, REMOVE, ROLLBACK, DELETE_NAMESPACE);
   return {
-    /** The version written, or the current one negated when the content was current already (see SET_LUA). */
-    set: (keys: Keys, args: [configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string]) =>
+    /** The version written, the current one negated when the content was current already, 0 when only-if-absent found one (see SET_LUA). */
+    set: (keys: Keys, args: [configId: string, data: string, hash: string, now: number, maxVersions: number, channel: string, ...onlyIfAbsent: [] | ["1"]]) =>
       runDurableScript(client, SET, keys, args) as Promise<number>,
     remove: (...a: [...Keys, configId: string, now: number, maxVersions: number, channel: string]) =>
       runDurableScript(client, REMOVE, a.slice(0, KEY_COUNT) as string[], a.slice(KEY_COUNT)) as Promise<number>,

@@ -121,6 +121,11 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
       }
       return version > 0 ? { changed: true, version } : { changed: false, version: -version };
     },
+    async create(ns, id, data, hash, now) {
+      const args = [id, data, hash, now, options.maxVersions, eventChannel(ns), "1"] as const;
+      const version = await write(ns, id, "set", () => scripts.set(configKeys(ns, id), [...args]));
+      return version === 0 ? undefined : { changed: true, version };
+    },
     async remove(ns, id, now) {
       const args = [id, now, options.maxVersions, eventChannel(ns)] as const;
       return (await write(ns, id, "remove", () => scripts.remove(...configKeys(ns, id), ...args))) === 1;
