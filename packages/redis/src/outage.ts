@@ -5,8 +5,20 @@ import { RETRY_WHEN_BACK, StoreUnavailableError } from "./store-errors.js";
 
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ECONNABORTED"]);
 // "Too many Cluster redirections": ioredis gave up following MOVED / CLUSTERDOWN replies while a failover moves slots.
-const CONNECTION_MESSAGES =
-  /Connection is closed|Command aborted due to connection close|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|max retries per request|Command timed out|Too many Cluster redirections|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\b|^UNBLOCKED force unblock from blocking operation, instance state changed/i;
+// A server that is up but refuses writes: full (OOM: maxmemory with noeviction), a read-only replica (READONLY), unable
+// to persist (MISCONF), short of the replicas min-replicas-to-write asks for (NOREPLICAS), or busy with a long script
+// (BUSY). An operator's matter, like a server that is down — not a bug to answer with `internal`.
+const REFUSED_BY_SERVER = "^(OOM|READONLY|MISCONF|NOREPLICAS|BUSY)\\b";
+const CONNECTION_MESSAGES = new RegExp(
+  `Connection is closed|Command aborted due to connection close|Stream isn't writeable|isn't ready and enableOfflineQueue|None of startup nodes|Failed to refresh slots cache|same slots allocation group|max retries per request|Command timed out|Too many Cluster redirections|^(CLUSTERDOWN|LOADING|MASTERDOWN|TRYAGAIN|MOVED|ASK)\\b|^UNBLOCKED force unblock from blocking operation, instance state changed|${REFUSED_BY_SERVER}`,
+  "i",
+);
+/**
+ * Refusals of a command that Redis did not execute: the server's checks come before the command runs — for a script,
+ * before its first write (Redis checks memory only until a script has written, and the other states cannot change
+ * while it runs) — so nothing of it was applied.
+ */
+export const REFUSED_UNEXECUTED = new RegExp(REFUSED_BY_SERVER, "i");
 
 /** Errors that mean "Redis cannot be reached right now"; script and logic errors are not among them. */
 export function isConnectionError(err: unknown): boolean {
@@ -62,8 +74,9 @@ function trackConnectionCause(client: RedisClient): () => string | undefined {
 const CAUSE_KEPT_MS = 10_000;
 
 /** ioredis' wording for "the connection is down" means little to an operator. */
+// A refusal inside a script ends with where in the script it came (". script: <sha>, on @user_script:57."): ours, not theirs.
 const plainCause = (err: Error) =>
-  /Stream isn't writeable|isn't ready and enableOfflineQueue|Connection is closed/.test(err.message) ? "not connected" : err.message;
+  /Stream isn't writeable|isn't ready and enableOfflineQueue|Connection is closed/.test(err.message) ? "not connected" : err.message.replace(/\. script: [\s\S]*$/, "");
 
 const addressOf = (client: RedisClient) =>
   client instanceof Cluster ? "the Redis Cluster" : `${client.options.host ?? "localhost"}:${client.options.port ?? 6379}`;

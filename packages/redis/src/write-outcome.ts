@@ -1,6 +1,6 @@
 import type { RedisClient } from "./connect.js";
 import { durableWriterOf } from "./durable-write.js";
-import type { RedisCall } from "./outage.js";
+import { REFUSED_UNEXECUTED, type RedisCall } from "./outage.js";
 import { nothingWritten, StoreUnavailableError, WriteOutcomeUnknownError } from "./store-errors.js";
 
 /**
@@ -22,7 +22,7 @@ function provesNotSent(err: unknown): boolean {
   const code = (err as { code?: unknown }).code;
   if (typeof code === "string" && NOT_SENT_CODES.has(code)) return true;
   if (err.name === "ClusterAllFailedError") return true;
-  return NOT_SENT_MESSAGES.test(err.message);
+  return NOT_SENT_MESSAGES.test(err.message) || REFUSED_UNEXECUTED.test(err.message);
 }
 
 /**

@@ -126,3 +126,61 @@ describe.skipIf(skip)("Redis config store: lost subscription on a Cluster", () =
     await provesCacheClearedOnSubscriptionLoss(store, raw, raw.nodes("master"));
   });
 });
+
+/**
+ * A Redis that is up but refuses writes — full (`maxmemory` with `noeviction`: OOM), turned into a read-only replica
+ * (READONLY), unable to persist (MISCONF), short of replicas (NOREPLICAS) — refuses a script at its first write, before
+ * it changed anything: a store outage whose write was not applied (503 "nothing was written"), never a bug (500).
+ */
+describe.skipIf(skip)("Redis config store: a server that refuses writes", () => {
+  let server: RedisServer;
+  let store: ConfigStore;
+  let raw: Redis;
+  beforeAll(async () => {
+    server = await startRedis();
+    store = await createRedisConfigStore(await connectRedis(server.url), { maxVersions: 5 });
+    raw = (await connectRedis(server.url)) as Redis;
+  });
+  afterAll(async () => {
+    await store?.close();
+    raw?.disconnect();
+    await server?.stop();
+  });
+
+  const refusals: [string, () => Promise<unknown>, () => Promise<unknown>][] = [
+    ["full (maxmemory, noeviction)", () => raw.config("SET", "maxmemory", "1"), () => raw.config("SET", "maxmemory", "0")],
+    ["a read-only replica", () => raw.config("SET", "min-replicas-to-write", "0").then(() => raw.call("REPLICAOF", "127.0.0.1", "1")), () => raw.call("REPLICAOF", "NO", "ONE")],
+    ["short of replicas (min-replicas-to-write)", () => raw.config("SET", "min-replicas-to-write", "1"), () => raw.config("SET", "min-replicas-to-write", "0")],
+  ];
+  for (const [name, refuse, allow] of refusals) {
+    it(`${name}: every write fails as unavailable, nothing written; reads go on`, async () => {
+      const ns = freshNamespace();
+      await store.set(ns, "app", "v1", sha("v1"), 1);
+      await store.set(ns, "app", "v2", sha("v2"), 2);
+      await raw.config("SET", "maxmemory-policy", "noeviction");
+      await refuse();
+      try {
+        const writes: [string, () => Promise<unknown>][] = [
+          ["set", () => store.set(ns, "app", "v3", sha("v3"), 3)],
+          ["create", () => store.create(ns, "new", "n", sha("n"), 3)],
+          ["rollback", () => store.rollback(ns, "app", 1, 3)],
+          ["remove", () => store.remove(ns, "app", 3)],
+        ];
+        for (const [op, run] of writes) {
+          const err = await run().then(
+            () => new Error(`${op} succeeded`),
+            (e: unknown) => e,
+          );
+          expect(err, op).toBeInstanceOf(StoreUnavailableError);
+          expect((err as Error).message, op).toMatch(/nothing was written/);
+        }
+        expect(await store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
+      } finally {
+        await allow();
+      }
+      expect(await store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
+      expect((await store.versions(ns, "app")).map((v) => v.version)).toEqual([1]);
+      expect(await store.get(ns, "new")).toBeUndefined();
+    });
+  }
+});
