@@ -5,7 +5,8 @@ export type Logger = PinoLogger;
 
 /**
  * Paths pino replaces with "***" before a line is written: credentials in request headers (access log, errors) and
- * any `password`/`token`/`secret` field one level down (e.g. an error's options). URLs with passwords are redacted
+ * any `password`/`token`/`secret` field one level down (e.g. an error's options), and the arguments of a failed Redis
+ * command. URLs with passwords are redacted
  * where they are built (`redactRedisUrl`), since pino only redacts whole values.
  */
 export const REDACTED_PATHS = [
@@ -22,6 +23,9 @@ export const REDACTED_PATHS = [
   "*.secret",
   "*.accessToken",
   "*.refreshToken",
+  // ioredis hangs the failed command on its errors, arguments included: a config write's are the content (secrets,
+  // up to a MiB). The command's name is kept; an unexpected store error is logged whole, under `err`.
+  "err.command.args",
 ];
 
 /**
