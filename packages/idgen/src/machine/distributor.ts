@@ -39,6 +39,11 @@ export interface LeaseRequest {
   machineId: number;
   /** The owner's clock; kept as the id's last timestamp for the next owner's clock check. */
   now: number;
+  /**
+   * The holder's safe-guard duration, kept with the lease: a claimant recycles the lease only once it has not been
+   * renewed for the longer of this and its own (processes of one namespace may be configured differently).
+   */
+  safeGuardMs?: number;
 }
 
 /**

@@ -354,7 +354,7 @@ export class MachineLease implements MachineIdSource {
     const sentMono = this.o.monotonic();
     const attemptAt = clock.now();
     try {
-      const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick) }));
+      const ours = await this.bounded("renewal", this.o.distributor.guard({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: Math.max(attemptAt, this.highestTick), safeGuardMs: this.o.safeGuardMs }));
       if (this.stopped()) return; // lost (stop rule) or reverted while this renewal was out
       if (!ours) {
         this.renewals.lost++;

@@ -8,6 +8,12 @@ export function machineKeys(namespace: string): { itcIdx: string; adder: string;
   return { itcIdx: `idgen:${tag}:itc_idx`, adder: `idgen:${tag}:adder`, revert: `idgen:${tag}:revert`, owner: `idgen:${tag}:owner` };
 }
 
+/**
+ * The safe-guard duration as the scripts keep it in a lease entry: whole milliseconds (a guarder switched off passes
+ * a fractional "forever", which the entry's format would not parse back).
+ */
+const wholeMs = (ms: number) => String(Math.floor(ms));
+
 /** The distribute script's answer: machine id, the last timestamp its previous owner used, the lease key. */
 function stateOf(reply: unknown): Required<MachineState> {
   const [machineId, lastTimestamp, leaseKey] = reply as [number, number, string];
@@ -39,7 +45,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
       try {
-        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, req.safeGuardMs, req.now, req.owner, req.maxWaitMs ?? 0], { failUnderReplicated: true }));
+        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, wholeMs(req.safeGuardMs), req.now, req.owner, req.maxWaitMs ?? 0], { failUnderReplicated: true }));
       } catch (err) {
         if (err instanceof UnderReplicatedWriteError) {
           const st = stateOf(err.reply);
@@ -52,7 +58,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
     },
     async guard(req: LeaseRequest): Promise<boolean> {
       const k = machineKeys(req.namespace);
-      return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner])) > 0;
+      return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner, wholeMs(req.safeGuardMs ?? 0)])) > 0;
     },
     revert,
   };

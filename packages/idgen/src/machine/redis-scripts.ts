@@ -2,7 +2,7 @@ import { defineScript } from "../redis-script.js";
 
 /*
  * Machine-id lease scripts. Keys (all declared in KEYS, all tagged `{<namespace>}` so one slot holds them):
- *   itc_idx  HASH  lease key -> "machineId|leaseAt|lastStamp"
+ *   itc_idx  HASH  lease key -> "machineId|leaseAt|lastStamp|safeGuard"
  *   adder    STRING the highest machine id ever handed out
  *   revert   HASH  machineId -> lastStamp (released ids, with the time the next owner must not go below)
  *   owner    HASH  lease key -> owner token (random per lease object, i.e. per process start)
@@ -28,8 +28,21 @@ const COMMON = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function parse(v)
-  local a, b, c = string.match(v, '^(%-?%d+)|(%-?%d+)|(%-?%d+)$')
-  return tonumber(a), tonumber(b), tonumber(c)
+  local a, b, c, d = string.match(v, '^(%-?%d+)|(%-?%d+)|(%-?%d+)|?(%d*)$')
+  return tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+end
+`;
+
+/**
+ * A lease is stale once not renewed for its *holder's* safe-guard duration (kept in its entry), and never before the
+ * claimant's own: its holder stops issuing only `T − min(10 s, T/10)` after its last renewal by its own T. Judged by
+ * the claimant's T alone, a process with a longer T — or with the guarder off (T forever: it never renews and never
+ * stops) — had its live id recycled and issued the same ids as the claimant. Entries written before the field existed
+ * count with the claimant's T.
+ */
+const HOLDER_GUARD = `
+local function holderGuard(entryGuard, safeGuard)
+  return math.max(entryGuard or safeGuard, safeGuard)
 end
 `;
 
@@ -44,13 +57,13 @@ end
 `;
 
 /**
- * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs, callerNow, owner, maxWaitMs →
+ * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs (whole ms), callerNow, owner, maxWaitMs →
  * {machineId, lastStamp, leaseKey} or {-1, -1, leaseKey}.
  */
 export const distributeScript = defineScript(
   "idgen_machine_distribute",
   4,
-  `${COMMON}${STALE_STAMP}
+  `${COMMON}${STALE_STAMP}${HOLDER_GUARD}
 local instance = ARGV[1]
 local maxId = tonumber(ARGV[2])
 local safeGuard = tonumber(ARGV[3])
@@ -59,7 +72,7 @@ local owner = ARGV[5]
 local usableBy = callerNow + (tonumber(ARGV[6]) or 0)
 local key = instance
 local function hold(id, stamp)
-  redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
+  redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow) .. '|' .. ARGV[3])
   redis.call('HSET', KEYS[4], key, owner)
   return {id, stamp, key}
 end
@@ -69,9 +82,10 @@ end
 --    under a key of its own.
 local own = redis.call('HGET', KEYS[1], instance)
 if own then
-  local id, leaseAt, stamp = parse(own)
+  local id, leaseAt, stamp, entryGuard = parse(own)
   if redis.call('HGET', KEYS[4], instance) == owner then return hold(id, stamp) end
-  if id <= maxId and leaseAt <= now - safeGuard then return hold(id, staleStamp(stamp, safeGuard)) end
+  local t = holderGuard(entryGuard, safeGuard)
+  if id <= maxId and leaseAt <= now - t then return hold(id, staleStamp(stamp, t)) end
   key = instance .. '#' .. owner
   local again = redis.call('HGET', KEYS[1], key)
   if again then
@@ -106,19 +120,20 @@ while adder < maxId do
   redis.call('SET', KEYS[2], adder)
   if not held[adder] then return hold(adder, 0) end
 end
--- 4. recycle the stalest lease not renewed for the safe-guard duration (Redis clock). Its owner may have issued ids
---    until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
-local staleField, staleId, staleAt, staleStampValue
+-- 4. recycle the stalest lease not renewed for its holder's safe-guard duration (Redis clock). Its owner may have
+--    issued ids until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
+local staleField, staleId, staleAt, staleStampValue, staleGuard
 for i = 1, #all, 2 do
-  local id, leaseAt, stamp = parse(all[i + 1])
-  if id <= maxId and leaseAt <= now - safeGuard and (staleAt == nil or leaseAt < staleAt) then
-    staleField = all[i]; staleId = id; staleAt = leaseAt; staleStampValue = stamp
+  local id, leaseAt, stamp, entryGuard = parse(all[i + 1])
+  local t = holderGuard(entryGuard, safeGuard)
+  if id <= maxId and leaseAt <= now - t and (staleAt == nil or leaseAt < staleAt) then
+    staleField = all[i]; staleId = id; staleAt = leaseAt; staleStampValue = stamp; staleGuard = t
   end
 end
 if staleField then
   redis.call('HDEL', KEYS[1], staleField)
   redis.call('HDEL', KEYS[4], staleField)
-  return hold(staleId, staleStamp(staleStampValue, safeGuard))
+  return hold(staleId, staleStamp(staleStampValue, staleGuard))
 end
 -- 5. nothing else: the released id the caller's clock is nearest to (it waits for it, or refuses to start)
 if ahead then
@@ -130,7 +145,8 @@ return {-1, -1, key}
 );
 
 /**
- * KEYS itc_idx, adder, revert, owner; ARGV leaseKey, machineId, callerNow, owner → 1 renewed, 2 re-established, 0 lost.
+ * KEYS itc_idx, adder, revert, owner; ARGV leaseKey, machineId, callerNow, owner, safeGuardMs → 1 renewed, 2 re-established,
+ * 0 lost.
  * Lost: the entry holds another id, or another owner took it over (ours went stale and was recycled).
  * Re-establish: our entry vanished (store restarted empty, key evicted or deleted) but nobody else holds the id
  * and nobody released it since; then it is still safely ours, so we write it back (distribute skips held ids
@@ -149,7 +165,7 @@ if own then
   if held ~= id then return 0 end
   local holder = redis.call('HGET', KEYS[4], ARGV[1])
   if holder and holder ~= owner then return 0 end
-  redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
+  redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])) .. '|' .. ARGV[5])
   redis.call('HSET', KEYS[4], ARGV[1], owner)
   return 1
 end
@@ -159,7 +175,7 @@ for i = 2, #all, 2 do
   local held = parse(all[i])
   if held == id then return 0 end
 end
-redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3] .. '|' .. ARGV[5])
 redis.call('HSET', KEYS[4], ARGV[1], owner)
 return 2
 `,
