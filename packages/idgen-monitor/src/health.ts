@@ -1,4 +1,5 @@
-import type { IdGen, LeaseState } from "@gov/idgen";
+import type { IdGen, LeaseState, TickSequencer } from "@gov/idgen";
+import { distinctGenerators } from "./metrics.js";
 
 /** A health component as the management listener shows it (structurally the service kit's HealthReport). */
 export interface ComponentHealth {
@@ -50,12 +51,37 @@ export function machineIdHealth(idgen: IdGen): ComponentHealth {
   return { status: "DOWN", details: { ...base, error: s.lastError, failedAt: iso(s.failedAt), stopped: true, stoppedAt: iso(stoppedAt) } };
 }
 
-/** Readiness of a process that issues ids: DOWN once the generators stopped (it cannot serve requests that need an id). */
-export function idgenReadiness(idgen: IdGen): ComponentHealth {
+/** Liveness of a process that issues ids: DOWN once the generators stopped for good (only a restart repairs it). */
+export function idgenStopped(idgen: IdGen): ComponentHealth {
   const s = idgen.lease?.state();
   if (!leaseStopped(s)) return { status: "UP" };
   return {
     status: "DOWN",
     details: { reason: `the ID generator stopped (machine id ${s!.machineId} of namespace ${s!.namespace}: ${s!.lastError ?? "lease lost"}); requests that need an id get 503 until the process is restarted` },
   };
+}
+
+/** The first time-based generator whose clock is further behind its last tick than it waits out: it refuses every id. */
+function clockRefusal(idgen: IdGen): string | undefined {
+  for (const [name, g] of distinctGenerators(idgen)) {
+    const sequencer = (g as { sequencer?: TickSequencer }).sequencer;
+    const behind = sequencer?.behindMs?.();
+    if (sequencer && behind !== undefined && behind > sequencer.brokenThresholdMs) {
+      return `the clock is ${behind} ms behind the last timestamp generator [${name}] issued ids in, more than the clock-backwards broken threshold (${sequencer.brokenThresholdMs} ms): it refuses ids until the clock has caught up (a backwards clock step; NTP should slew, not step)`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Readiness of a process that issues ids: DOWN once the generators stopped, and while the clock stands further behind
+ * their last timestamp than they wait out (requests that need an id get 503 meanwhile; UP again once it caught up).
+ * Only the first is for liveness ({@link idgenStopped}): a restart does not fix a clock, and one restarted with a
+ * manual machine id would issue again the ids of the time it is behind.
+ */
+export function idgenReadiness(idgen: IdGen): ComponentHealth {
+  const stopped = idgenStopped(idgen);
+  if (stopped.status === "DOWN") return stopped;
+  const refusal = clockRefusal(idgen);
+  return refusal ? { status: "DOWN", details: { reason: refusal } } : { status: "UP" };
 }

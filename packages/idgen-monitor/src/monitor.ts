@@ -4,7 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Registry } from "prom-client";
 import { managementAuthorizer, type AuthorizeManagement } from "./authorize.js";
 import { mountIdgenEndpoints } from "./endpoints.js";
-import { idgenReadiness, machineIdHealth, type ComponentHealth } from "./health.js";
+import { idgenReadiness, idgenStopped, machineIdHealth, type ComponentHealth } from "./health.js";
 import { registerIdgenMetrics } from "./metrics.js";
 import { nextIdOf } from "./request-ids.js";
 import { idgenConfigFromSources, monitorSettings } from "./settings.js";
@@ -15,8 +15,10 @@ export interface IdgenMonitor {
   healthComponents(authorizationHeader: string | undefined): Promise<Record<string, ComponentHealth>>;
   /** Whether this caller sees health details (`management.endpoint.health.show-details`), for every component. */
   showsDetails(authorizationHeader: string | undefined): Promise<boolean>;
-  /** Readiness: DOWN once the generators stopped. */
+  /** Readiness: DOWN once the generators stopped, and while the clock is too far behind for them to issue ids. */
   readiness(): ComponentHealth;
+  /** DOWN once the generators stopped for good (liveness: only a restart repairs it). */
+  stopped(): ComponentHealth;
   /** Adds the `/actuator/idgen*` routes to the management listener (before it listens). */
   mount(app: FastifyInstance): void;
   /** A new unique id string (composite generator `idgen`, else `__share__`); throws `IdsUnavailableError` once it stopped. */
@@ -79,6 +81,7 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
     },
     showsDetails,
     readiness: () => idgenReadiness(idgen),
+    stopped: () => idgenStopped(idgen),
     mount(app) {
       mountIdgenEndpoints(app, { idgen, exposure: settings.exposure, deleteEnabled: settings.deleteEnabled, authorize });
     },

@@ -1,4 +1,4 @@
-import type { IdGen, LeaseState } from "@gov/idgen";
+import { IdGeneratorRegistry, type IdGen, type LeaseState } from "@gov/idgen";
 import { describe, expect, it } from "vitest";
 import { idgenReadiness, machineIdHealth } from "../src/index.js";
 
@@ -22,7 +22,7 @@ const state = (over: Partial<LeaseState>): LeaseState => ({
   safeGuardMs: 300_000,
   ...over,
 });
-const idgenWith = (s: LeaseState) => ({ lease: { state: () => s }, config: { namespace: "ns", machine: { machineId: 0 } } }) as unknown as IdGen;
+const idgenWith = (s: LeaseState) => ({ lease: { state: () => s }, registry: new IdGeneratorRegistry(), config: { namespace: "ns", machine: { machineId: 0 } } }) as unknown as IdGen;
 
 describe("machineId health while the lease is CHECKING (wall clock past the stop deadline, monotonic clock not)", () => {
   it("is DOWN with checking: true and the wall-clock gap, not shown as stopped; readiness stays UP (a passing state)", () => {

@@ -44,6 +44,15 @@ export class TickSequencer {
     this.brokenThresholdMs = opts.brokenThresholdMs ?? 500;
   }
 
+  /**
+   * How far the clock is behind the last tick this sequencer issued ids in (≤ 0 when it is not). Past
+   * `brokenThresholdMs` every call is refused until the clock has caught up — after a large backwards step, for as
+   * long as the step was — which a monitor must report: the process cannot issue ids meanwhile.
+   */
+  behindMs(): number {
+    return this.lastTimestamp - this.opts.clock.now();
+  }
+
   /** Advances and returns the sequence; `lastTimestamp` is then the tick the id belongs to. */
   next(): number {
     let now = this.opts.clock.now();

@@ -341,7 +341,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
         })
       : await createConnectServer(connectOptions);
     grpc = impls.length ? await createH2cServer(connectOptions) : undefined;
-    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, showDetails: monitor?.showsDetails, extend: monitor?.mount, unrecoverable: monitor?.readiness });
+    management = await buildManagementApp({ logger, readiness, metrics, requestTimeoutMs, healthComponents: monitor?.healthComponents, showDetails: monitor?.showsDetails, extend: monitor?.mount, unrecoverable: monitor?.stopped });
   } catch (err) {
     await closeAll(closers, logger);
     throw err;
