@@ -186,4 +186,34 @@ describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without
       client.disconnect();
     }
   });
+
+  it("the release at shutdown is bounded too: a frozen Redis logs Revert machine id of [...] failed within one attempt", async () => {
+    const client = new Redis(server.url, { maxRetriesPerRequest: null });
+    client.on("error", () => {});
+    try {
+      const logs = captureLogs();
+      const lease = await MachineLease.acquire({
+        namespace: uniqueNamespace("frozen-revert"),
+        instanceId: "host:frozen-revert",
+        machineBit: 4,
+        distributor: redisMachineIdDistributor(client),
+        autoRenew: false,
+        requestTimeoutMs: 300,
+        safeGuardMs: 60_000,
+        logger: logs.logger,
+      });
+      process.kill(server.pid!, "SIGSTOP");
+      try {
+        const started = performance.now();
+        await lease.revert(); // a shutdown waits on this: without a bound it waited until the process gave up on it
+        expect(performance.now() - started).toBeLessThan(2_000);
+        expect(logs.find("error", "Revert machine id of [host:frozen-revert] failed")).toHaveLength(1);
+        expect(logs.find("error", "Revert machine id of [host:frozen-revert] failed")[0].error).toMatch(/^LeaseRequestTimeoutError: machine id release got no answer/);
+      } finally {
+        process.kill(server.pid!, "SIGCONT");
+      }
+    } finally {
+      client.disconnect();
+    }
+  });
 });

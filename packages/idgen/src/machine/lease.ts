@@ -274,7 +274,9 @@ export class MachineLease implements MachineIdSource {
     if (wasLost) return; // not ours any more: releasing it could free an id another instance now holds
     const { namespace, instanceId } = this.o;
     try {
-      await this.o.distributor.revert({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: this.lastUsedAt() });
+      // bounded like every request of the lease: a shutdown waits on this, and with a frozen store (a client without a
+      // command timeout) it waited until the process gave up on it, without the ERROR that says the id was not released
+      await this.bounded("release", this.o.distributor.revert({ namespace, instanceId, leaseKey: this.leaseKey, owner: this.owner, machineId: this.machineId, now: this.lastUsedAt() }));
       this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
       this.emit("reverted");
     } catch (err) {
