@@ -25,6 +25,12 @@ export interface IdgenMonitor {
   nextId(): string;
   /** Stops the generators and releases the machine id. */
   close(): Promise<void>;
+  /**
+   * The process gave up waiting for its shutdown to finish (a store that does not answer) before `close()` did: logs
+   * the seed's ERROR `Revert machine id of [...] failed` with `reason`, since the id was not released (once; nothing
+   * when it was, or when there is no lease).
+   */
+  closeAbandoned(reason: string): void;
 }
 
 export interface MonitorOptions {
@@ -87,5 +93,6 @@ export async function startIdgenMonitor(o: MonitorOptions): Promise<IdgenMonitor
     },
     nextId,
     close: () => idgen.close(),
+    closeAbandoned: (reason) => idgen.lease?.abandonRelease(reason),
   };
 }

@@ -421,6 +421,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     const done = await Promise.race([cleanup, new Promise<false>((resolve) => setTimeout(resolve, SHUTDOWN_CLEANUP_MS, false).unref())]);
     if (!done) {
       logger.warn({ cleanupMs: SHUTDOWN_CLEANUP_MS }, `shutdown: the modules and stores did not close within ${SHUTDOWN_CLEANUP_MS / 1000} s (a store that does not answer): going on without them; what they had not written is logged above`);
+      // The machine id's release comes after the modules' last writes: those used up the bound, and the seed's line
+      // that tells the operator the id was not released (it becomes free after the safe-guard duration) was missing.
+      monitor?.closeAbandoned(`the shutdown gave up on the store after ${SHUTDOWN_CLEANUP_MS / 1000} s, before the machine id was released`);
     }
     await management.close();
   };

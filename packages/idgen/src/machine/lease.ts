@@ -126,6 +126,8 @@ export class MachineLease implements MachineIdSource {
   private readonly renewals = { success: 0, failure: 0, lost: 0 };
   private timer: NodeJS.Timeout | undefined;
   private renewing: Promise<void> | undefined;
+  /** The release at shutdown succeeded, or its failure was logged (by `revert()` or `abandonRelease()`). */
+  private releaseSettled = false;
   /** The latest tick a generator issued ids in under this lease; a release hands the next owner a time past it. */
   private highestTick = 0;
   /**
@@ -280,9 +282,27 @@ export class MachineLease implements MachineIdSource {
       this.o.logger.debug({ namespace, instanceId, machineId: this.machineId }, "Reverted machine id");
       this.emit("reverted");
     } catch (err) {
-      this.o.logger.error({ namespace, instanceId, machineId: this.machineId, error: errorText(err) }, `Revert machine id of [${instanceId}] failed`);
-      this.emit("revert-failed", err);
+      if (!this.releaseSettled) this.revertFailed(err);
+    } finally {
+      this.releaseSettled = true;
     }
+  }
+
+  /**
+   * The caller stops waiting for the release (its shutdown gave up on a store that does not answer, perhaps before
+   * `revert()` was even called): the id is not released, so log it now — once; a release still out is not reported
+   * again. Nothing when the release settled, or when the lease was lost (nothing of ours to release).
+   */
+  abandonRelease(reason: string): void {
+    if (this.releaseSettled || this.status === "LOST") return;
+    this.releaseSettled = true;
+    this.revertFailed(new Error(reason));
+  }
+
+  private revertFailed(err: unknown): void {
+    const { namespace, instanceId } = this.o;
+    this.o.logger.error({ namespace, instanceId, machineId: this.machineId, error: errorText(err) }, `Revert machine id of [${instanceId}] failed`);
+    this.emit("revert-failed", err);
   }
 
   private async distribute(): Promise<void> {
