@@ -74,14 +74,24 @@ function clockRefusal(idgen: IdGen): string | undefined {
 }
 
 /**
- * Readiness of a process that issues ids: DOWN once the generators stopped, and while the clock stands further behind
- * their last timestamp than they wait out (requests that need an id get 503 meanwhile; UP again once it caught up).
+ * Readiness of a process that issues ids: DOWN once the generators stopped, while a wall-clock jump could not be
+ * confirmed with the store, and while the clock stands further behind their last timestamp than they wait out
+ * (requests that need an id get 503 meanwhile; UP again once a renewal succeeds, or the clock caught up).
  * Only the first is for liveness ({@link idgenStopped}): a restart does not fix a clock, and one restarted with a
  * manual machine id would issue again the ids of the time it is behind.
  */
 export function idgenReadiness(idgen: IdGen): ComponentHealth {
   const stopped = idgenStopped(idgen);
   if (stopped.status === "DOWN") return stopped;
+  const s = idgen.lease?.state();
+  if (s?.status === "CHECKING" && s.failedAt !== null && s.checkingSince !== null && s.failedAt >= s.checkingSince) {
+    // A check is a passing state only while its renewal is out (one round trip); once that renewal failed, ids stay
+    // refused until one succeeds, retried every retry-delay — for up to the stop rule, minutes while the store is away.
+    return {
+      status: "DOWN",
+      details: { reason: `the machine id ${s.machineId} could not be confirmed after a wall-clock jump past its stop deadline (${s.lastError}): no ids until a renewal succeeds` },
+    };
+  }
   const refusal = clockRefusal(idgen);
   return refusal ? { status: "DOWN", details: { reason: refusal } } : { status: "UP" };
 }
