@@ -64,6 +64,27 @@ function oneOf<T extends string>(s: Settings, key: string, allowed: readonly T[]
 const CONVERTERS = ["radix62", "radix36", "to-string", "friendly"] as const;
 
 /**
+ * Segment chains are registered by their names, after the Snowflake (`snowflake`, `__share__`) and composite (`idgen`)
+ * generators: a chain named like one of them replaced it unsaid — `idgen` is where a process's request and audit ids
+ * come from — and a name given twice built a chain only to replace it.
+ */
+function checkProviderNames(config: IdGenConfig): void {
+  if (!config.segment.enabled) return;
+  const taken: Record<string, string | false> = {
+    snowflake: config.snowflake.enabled && "the Snowflake generator",
+    idgen: config.generator.enabled && "the composite generator (request and audit ids)",
+    __share__: "the shared generator",
+  };
+  const seen = new Set<string>();
+  for (const name of config.segment.providers) {
+    const owner = Object.hasOwn(taken, name) ? taken[name] : false;
+    if (owner) throw new InvalidSettingError("idgen.segment.providers", `"${name}" is the name of ${owner}, which a segment chain of that name would replace: choose another name`);
+    if (seen.has(name)) throw new InvalidSettingError("idgen.segment.providers", `"${name}" is listed twice`);
+    seen.add(name);
+  }
+}
+
+/**
  * Reads the `idgen.*` settings from a flat map of dotted names (YAML or environment already flattened) and
  * applies the defaults of contract §9. Throws `InvalidSettingError` naming the setting on a bad value.
  */
@@ -131,6 +152,7 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
       `false leaves no machine id, which ${needMachine.join(" and ")} need: keep it true, or switch ${needMachine.length > 1 ? "those" : "that"} off too (and share the segment generator: idgen.share=segment, idgen.segment.enabled=true)`,
     );
   }
+  checkProviderNames(config);
   const shared = config[config.share];
   if (!shared.enabled) {
     // `__share__` (the request ids' source, and the default of every idgen operation) would not exist

@@ -79,6 +79,20 @@ describe("idgenConfigFromSettings", () => {
     const segmentOnly = { "idgen.machine.enabled": "false", "idgen.snowflake.enabled": "false", "idgen.generator.enabled": "false", "idgen.segment.enabled": "true", "idgen.share": "segment" };
     expect(idgenConfigFromSettings(segmentOnly).machine.enabled).toBe(false);
   });
+
+  it("refuses a segment chain named like a generator it would replace, or named twice", () => {
+    // `idgen` is where request and audit ids come from: a chain of that name replaced the composite generator unsaid,
+    // and the process's request ids became 1, 2, 3… (in memory: again from 1 at every start)
+    const segment = { "idgen.segment.enabled": "true" };
+    for (const name of ["idgen", "snowflake", "__share__"]) {
+      expect(() => idgenConfigFromSettings({ ...segment, "idgen.segment.providers": `order, ${name}` }), name).toThrow(
+        new RegExp(`idgen.segment.providers: "${name}" is the name of .*choose another name`),
+      );
+    }
+    expect(() => idgenConfigFromSettings({ ...segment, "idgen.segment.providers": "order,order" })).toThrow(/idgen.segment.providers: "order" is listed twice/);
+    // a name whose generator is switched off is free
+    expect(idgenConfigFromSettings({ ...segment, "idgen.generator.enabled": "false", "idgen.segment.providers": "idgen" }).segment.providers).toEqual(["idgen"]);
+  });
 });
 
 describe("startIdGen with the manual distributor", () => {
