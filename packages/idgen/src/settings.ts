@@ -158,6 +158,15 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
     // `__share__` (the request ids' source, and the default of every idgen operation) would not exist
     throw new InvalidSettingError("idgen.share", `"${config.share}" names a generator that is switched off: set idgen.${config.share}.enabled=true, or share the other one`);
   }
+  const maxTimestamp = 2 ** config.snowflake.timestampBit - 1;
+  if (config.snowflake.enabled && Date.now() - config.snowflake.epoch > maxTimestamp) {
+    // every id would overflow its timestamp bits: the process started, and refused each Snowflake id (with
+    // idgen.generator.enabled=false every request id too) while health said UP
+    throw new InvalidSettingError(
+      "idgen.snowflake.timestamp-bit",
+      `${config.snowflake.timestampBit} bits hold ${maxTimestamp} ms since the epoch (idgen.snowflake.epoch ${config.snowflake.epoch}), which ended ${new Date(config.snowflake.epoch + maxTimestamp).toISOString()}: give more bits, or a later epoch`,
+    );
+  }
   if (config.snowflake.epoch > Date.now()) {
     // every id would need a negative timestamp: the generator would refuse each one
     throw new InvalidSettingError("idgen.snowflake.epoch", `${config.snowflake.epoch} (${new Date(Math.min(config.snowflake.epoch, 8.64e15)).toISOString()}) is in the future: give a past time in epoch milliseconds`);

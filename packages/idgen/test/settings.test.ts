@@ -68,6 +68,9 @@ describe("idgenConfigFromSettings", () => {
     expect(() => idgenConfigFromSettings({ "idgen.share": "segment" })).toThrow(/idgen.share: "segment" names a generator that is switched off: set idgen.segment.enabled=true/);
     expect(idgenConfigFromSettings({ "idgen.share": "segment", "idgen.segment.enabled": "true" }).share).toBe("segment");
     expect(() => idgenConfigFromSettings({ "idgen.snowflake.epoch": String(Date.now() + 86_400_000) })).toThrow(/idgen.snowflake.epoch: .* is in the future/);
+    // too few timestamp bits for the time since the epoch: every Snowflake id would overflow
+    expect(() => idgenConfigFromSettings({ "idgen.snowflake.timestamp-bit": "30" })).toThrow(/idgen.snowflake.timestamp-bit: 30 bits hold 1073741823 ms since the epoch .* which ended 2020-01-06T02:15:41.823Z: give more bits, or a later epoch/);
+    expect(idgenConfigFromSettings({ "idgen.snowflake.timestamp-bit": "30", "idgen.snowflake.epoch": String(Date.now() - 1000) }).snowflake.timestampBit).toBe(30);
     // no machine id: the generators that need one are not built, so switched on they are refused at once (they were
     // missing at their first use, with health reporting a machine id that was not held)
     expect(() => idgenConfigFromSettings({ "idgen.machine.enabled": "false" })).toThrow(
