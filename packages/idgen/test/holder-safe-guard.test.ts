@@ -1,7 +1,7 @@
 import { connectRedis, type RedisClient } from "@gov/redis";
 import { redisTargets } from "@gov/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MachineIdOverflowException, SnowflakeId } from "../src/index.js";
+import { machineKeys, MachineIdOverflowException, SnowflakeId } from "../src/index.js";
 import { captureLogs, redisLeases, uniqueNamespace } from "./helpers.js";
 
 /** What startIdGen gives a lease with idgen.machine.guarder.enabled=false: no renewals, and T "forever". */
@@ -26,6 +26,24 @@ for (const target of redisTargets()) {
       await expect(lease(ns, "a", { safeGuardMs: 1_500 })).rejects.toBeInstanceOf(MachineIdOverflowException);
       expect([a.state().status, f.state().status]).toEqual(["UP", "UP"]);
       await Promise.all([a.revert(), f.revert()]);
+    });
+
+    it("keeps each holder's T beside the lease entries, which keep the format earlier releases parse, and drops it with the lease", async () => {
+      const ns = uniqueNamespace("holder-guard-format");
+      const k = machineKeys(ns);
+      const a = await lease(ns, "a", { safeGuardMs: 60_000 });
+      await a.renew();
+      // exactly "machineId|leaseAt|lastStamp": a release before the guard hash failed every distribution on anything else
+      // (a rollback of an upgrade could not start a process while one of this release held a lease)
+      expect(Object.values(await client.hgetall(k.itcIdx))).toEqual([expect.stringMatching(/^-?\d+\|-?\d+\|-?\d+$/)]);
+      expect(await client.hgetall(k.guard)).toEqual({ a: "60000" });
+      // a stale lease recycled by a claimant (both ids taken: machine bit 1): its holder's T goes with it
+      const stale = await lease(ns, "s", { safeGuardMs: 300 });
+      expect(await client.hgetall(k.guard)).toEqual({ a: "60000", s: "300" });
+      await expect.poll(async () => (await lease(ns, "c", { safeGuardMs: 300 }).catch(() => undefined))?.machineId, { timeout: 5_000, interval: 100 }).toBe(stale.machineId);
+      expect(await client.hgetall(k.guard)).toEqual({ a: "60000", c: "300" });
+      await a.revert(); // and a release takes its T along
+      expect(await client.hgetall(k.guard)).toEqual({ c: "300" });
     });
 
     it("two processes with different T issue no id twice", async () => {

@@ -3,15 +3,12 @@ import type { DistributeRequest, LeaseRequest, MachineIdDistributor, MachineStat
 import { distributeScript, guardScript, revertScript } from "./redis-scripts.js";
 
 /** Key names of a namespace's lease set; one function so the hash-tag rule lives in one place. */
-export function machineKeys(namespace: string): { itcIdx: string; adder: string; revert: string; owner: string } {
+export function machineKeys(namespace: string): { itcIdx: string; adder: string; revert: string; owner: string; guard: string } {
   const tag = `{${namespace}}`;
-  return { itcIdx: `idgen:${tag}:itc_idx`, adder: `idgen:${tag}:adder`, revert: `idgen:${tag}:revert`, owner: `idgen:${tag}:owner` };
+  return { itcIdx: `idgen:${tag}:itc_idx`, adder: `idgen:${tag}:adder`, revert: `idgen:${tag}:revert`, owner: `idgen:${tag}:owner`, guard: `idgen:${tag}:guard` };
 }
 
-/**
- * The safe-guard duration as the scripts keep it in a lease entry: whole milliseconds (a guarder switched off passes
- * a fractional "forever", which the entry's format would not parse back).
- */
+/** The safe-guard duration as the scripts keep it for a lease: whole milliseconds (a guarder switched off passes a fractional "forever"). */
 const wholeMs = (ms: number) => String(Math.floor(ms));
 
 /** The distribute script's answer: machine id, the last timestamp its previous owner used, the lease key. */
@@ -37,7 +34,7 @@ function stateOf(reply: unknown): Required<MachineState> {
 export function redisMachineIdDistributor(client: RedisClient): MachineIdDistributor {
   const revert = async (req: LeaseRequest): Promise<void> => {
     const k = machineKeys(req.namespace);
-    await runDurableScript(client, revertScript, [k.itcIdx, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner]);
+    await runDurableScript(client, revertScript, [k.itcIdx, k.revert, k.owner, k.guard], [req.leaseKey, req.machineId, req.now, req.owner]);
   };
   return {
     type: "redis",
@@ -45,7 +42,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
       const k = machineKeys(req.namespace);
       const maxId = 2 ** req.machineBit - 1;
       try {
-        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.instanceId, maxId, wholeMs(req.safeGuardMs), req.now, req.owner, req.maxWaitMs ?? 0], { failUnderReplicated: true }));
+        return stateOf(await runDurableScript(client, distributeScript, [k.itcIdx, k.adder, k.revert, k.owner, k.guard], [req.instanceId, maxId, wholeMs(req.safeGuardMs), req.now, req.owner, req.maxWaitMs ?? 0], { failUnderReplicated: true }));
       } catch (err) {
         if (err instanceof UnderReplicatedWriteError) {
           const st = stateOf(err.reply);
@@ -58,7 +55,7 @@ export function redisMachineIdDistributor(client: RedisClient): MachineIdDistrib
     },
     async guard(req: LeaseRequest): Promise<boolean> {
       const k = machineKeys(req.namespace);
-      return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert, k.owner], [req.leaseKey, req.machineId, req.now, req.owner, wholeMs(req.safeGuardMs ?? 0)])) > 0;
+      return Number(await runDurableScript(client, guardScript, [k.itcIdx, k.adder, k.revert, k.owner, k.guard], [req.leaseKey, req.machineId, req.now, req.owner, wholeMs(req.safeGuardMs ?? 0)])) > 0;
     },
     revert,
   };

@@ -2,10 +2,13 @@ import { defineScript } from "../redis-script.js";
 
 /*
  * Machine-id lease scripts. Keys (all declared in KEYS, all tagged `{<namespace>}` so one slot holds them):
- *   itc_idx  HASH  lease key -> "machineId|leaseAt|lastStamp|safeGuard"
+ *   itc_idx  HASH  lease key -> "machineId|leaseAt|lastStamp"
  *   adder    STRING the highest machine id ever handed out
  *   revert   HASH  machineId -> lastStamp (released ids, with the time the next owner must not go below)
  *   owner    HASH  lease key -> owner token (random per lease object, i.e. per process start)
+ *   guard    HASH  lease key -> the holder's safe-guard duration T in ms (see HOLDER_GUARD). A hash of its own, not a
+ *            fourth field of the entry: releases before it parse exactly three fields, and a process of such a release
+ *            (a rollback of an upgrade) failed every distribution on an entry it could not parse.
  *
  * A lease key is the instance id, or `<instanceId>#<owner>` when another live lease already holds that instance id.
  * The owner token is what tells a process's own lease from a second process that happens to have the same instance
@@ -28,21 +31,21 @@ const COMMON = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function parse(v)
-  local a, b, c, d = string.match(v, '^(%-?%d+)|(%-?%d+)|(%-?%d+)|?(%d*)$')
-  return tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+  local a, b, c = string.match(v, '^(%-?%d+)|(%-?%d+)|(%-?%d+)$')
+  return tonumber(a), tonumber(b), tonumber(c)
 end
 `;
 
 /**
- * A lease is stale once not renewed for its *holder's* safe-guard duration (kept in its entry), and never before the
- * claimant's own: its holder stops issuing only `T − min(10 s, T/10)` after its last renewal by its own T. Judged by
- * the claimant's T alone, a process with a longer T — or with the guarder off (T forever: it never renews and never
- * stops) — had its live id recycled and issued the same ids as the claimant. Entries written before the field existed
- * count with the claimant's T.
+ * A lease is stale once not renewed for its *holder's* safe-guard duration (kept in the guard hash), and never before
+ * the claimant's own: its holder stops issuing only `T − min(10 s, T/10)` after its last renewal by its own T. Judged
+ * by the claimant's T alone, a process with a longer T — or with the guarder off (T forever: it never renews and never
+ * stops) — had its live id recycled and issued the same ids as the claimant. Leases written by releases before the
+ * guard hash count with the claimant's T.
  */
 const HOLDER_GUARD = `
-local function holderGuard(entryGuard, safeGuard)
-  return math.max(entryGuard or safeGuard, safeGuard)
+local function holderGuard(field, safeGuard)
+  return math.max(tonumber(redis.call('HGET', KEYS[5], field)) or safeGuard, safeGuard)
 end
 `;
 
@@ -57,12 +60,12 @@ end
 `;
 
 /**
- * KEYS itc_idx, adder, revert, owner; ARGV instanceId, maxMachineId, safeGuardMs (whole ms), callerNow, owner, maxWaitMs →
- * {machineId, lastStamp, leaseKey} or {-1, -1, leaseKey}.
+ * KEYS itc_idx, adder, revert, owner, guard; ARGV instanceId, maxMachineId, safeGuardMs (whole ms), callerNow, owner,
+ * maxWaitMs → {machineId, lastStamp, leaseKey} or {-1, -1, leaseKey}.
  */
 export const distributeScript = defineScript(
   "idgen_machine_distribute",
-  4,
+  5,
   `${COMMON}${STALE_STAMP}${HOLDER_GUARD}
 local instance = ARGV[1]
 local maxId = tonumber(ARGV[2])
@@ -72,8 +75,9 @@ local owner = ARGV[5]
 local usableBy = callerNow + (tonumber(ARGV[6]) or 0)
 local key = instance
 local function hold(id, stamp)
-  redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow) .. '|' .. ARGV[3])
+  redis.call('HSET', KEYS[1], key, id .. '|' .. now .. '|' .. math.max(stamp, callerNow))
   redis.call('HSET', KEYS[4], key, owner)
+  redis.call('HSET', KEYS[5], key, ARGV[3])
   return {id, stamp, key}
 end
 -- 1. self: the instance id's entry. Ours (a redistribution after a loss), or one whose owner has stopped issuing by
@@ -82,9 +86,9 @@ end
 --    under a key of its own.
 local own = redis.call('HGET', KEYS[1], instance)
 if own then
-  local id, leaseAt, stamp, entryGuard = parse(own)
+  local id, leaseAt, stamp = parse(own)
   if redis.call('HGET', KEYS[4], instance) == owner then return hold(id, stamp) end
-  local t = holderGuard(entryGuard, safeGuard)
+  local t = holderGuard(instance, safeGuard)
   if id <= maxId and leaseAt <= now - t then return hold(id, staleStamp(stamp, t)) end
   key = instance .. '#' .. owner
   local again = redis.call('HGET', KEYS[1], key)
@@ -124,8 +128,8 @@ end
 --    issued ids until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
 local staleField, staleId, staleAt, staleStampValue, staleGuard
 for i = 1, #all, 2 do
-  local id, leaseAt, stamp, entryGuard = parse(all[i + 1])
-  local t = holderGuard(entryGuard, safeGuard)
+  local id, leaseAt, stamp = parse(all[i + 1])
+  local t = holderGuard(all[i], safeGuard)
   if id <= maxId and leaseAt <= now - t and (staleAt == nil or leaseAt < staleAt) then
     staleField = all[i]; staleId = id; staleAt = leaseAt; staleStampValue = stamp; staleGuard = t
   end
@@ -133,6 +137,7 @@ end
 if staleField then
   redis.call('HDEL', KEYS[1], staleField)
   redis.call('HDEL', KEYS[4], staleField)
+  redis.call('HDEL', KEYS[5], staleField)
   return hold(staleId, staleStamp(staleStampValue, staleGuard))
 end
 -- 5. nothing else: the released id the caller's clock is nearest to (it waits for it, or refuses to start)
@@ -145,8 +150,8 @@ return {-1, -1, key}
 );
 
 /**
- * KEYS itc_idx, adder, revert, owner; ARGV leaseKey, machineId, callerNow, owner, safeGuardMs → 1 renewed, 2 re-established,
- * 0 lost.
+ * KEYS itc_idx, adder, revert, owner, guard; ARGV leaseKey, machineId, callerNow, owner, safeGuardMs → 1 renewed,
+ * 2 re-established, 0 lost.
  * Lost: the entry holds another id, or another owner took it over (ours went stale and was recycled).
  * Re-establish: our entry vanished (store restarted empty, key evicted or deleted) but nobody else holds the id
  * and nobody released it since; then it is still safely ours, so we write it back (distribute skips held ids
@@ -155,7 +160,7 @@ return {-1, -1, key}
  */
 export const guardScript = defineScript(
   "idgen_machine_guard",
-  4,
+  5,
   `${COMMON}
 local id = tonumber(ARGV[2])
 local owner = ARGV[4]
@@ -165,8 +170,9 @@ if own then
   if held ~= id then return 0 end
   local holder = redis.call('HGET', KEYS[4], ARGV[1])
   if holder and holder ~= owner then return 0 end
-  redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])) .. '|' .. ARGV[5])
+  redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. math.max(stamp, tonumber(ARGV[3])))
   redis.call('HSET', KEYS[4], ARGV[1], owner)
+  redis.call('HSET', KEYS[5], ARGV[1], ARGV[5])
   return 1
 end
 if redis.call('HEXISTS', KEYS[3], tostring(id)) == 1 then return 0 end
@@ -175,16 +181,17 @@ for i = 2, #all, 2 do
   local held = parse(all[i])
   if held == id then return 0 end
 end
-redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3] .. '|' .. ARGV[5])
+redis.call('HSET', KEYS[1], ARGV[1], id .. '|' .. now .. '|' .. ARGV[3])
 redis.call('HSET', KEYS[4], ARGV[1], owner)
+redis.call('HSET', KEYS[5], ARGV[1], ARGV[5])
 return 2
 `,
 );
 
-/** KEYS itc_idx, revert, owner; ARGV leaseKey, machineId, callerNow, owner → 1 released, 0 nothing of ours to release. */
+/** KEYS itc_idx, revert, owner, guard; ARGV leaseKey, machineId, callerNow, owner → 1 released, 0 nothing of ours to release. */
 export const revertScript = defineScript(
   "idgen_machine_revert",
-  3,
+  4,
   `${COMMON}
 local own = redis.call('HGET', KEYS[1], ARGV[1])
 if not own then return 0 end
@@ -194,6 +201,7 @@ local holder = redis.call('HGET', KEYS[3], ARGV[1])
 if holder and holder ~= ARGV[4] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[2], id, math.max(stamp, tonumber(ARGV[3])))
 return 1
 `,
