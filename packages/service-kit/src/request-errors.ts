@@ -4,6 +4,7 @@ import type { UniversalHandler, UniversalHandlerFn, UniversalServerRequest, Univ
 import { codeToString, codeFromString } from "@connectrpc/connect/protocol-connect";
 import { connectHttpStatus } from "./rest-status.js";
 import { base64Decode, configureTextEncoding } from "@bufbuild/protobuf/wire";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import { LONGEST_TIMER_MS, parseDurationBetween, type SettingDef } from "@gov/settings";
 import { nextUnlessAborted } from "./abortable.js";
 import { wrongMethodBody } from "./allowed-methods.js";
@@ -127,8 +128,11 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
     const type = res.header?.get("content-type") ?? "";
     if (type.startsWith("application/grpc-web")) return { ...res, body: mapBody(res.body, (chunk) => fixGrpcWebTrailer(chunk, fix)) };
     if (type.startsWith("application/grpc")) return { ...res, body: mapBody(res.body, undefined, () => fixGrpcTrailer(res.trailer, fix)) };
-    if (type.startsWith("application/connect+")) return { ...res, body: mapBody(res.body, (chunk) => fixEndStream(chunk, fix)) };
-    if (res.status >= 400 && type.startsWith("application/json") && !res.header?.has("content-encoding")) return fixUnaryError(res, fix);
+    if (type.startsWith("application/connect+")) {
+      const encoding = res.header?.get("connect-content-encoding") ?? null;
+      return { ...res, body: mapBody(res.body, (chunk) => fixEndStream(chunk, fix, encoding)) };
+    }
+    if (res.status >= 400 && type.startsWith("application/json")) return fixUnaryError(res, fix);
     return res;
   };
   const { protocolNames, service, requestPath, allowedMethods, supportedContentType } = handler;
@@ -198,25 +202,51 @@ function badGetMessage(url: string, inputType: string): UniversalServerResponse 
   }
 }
 
-/** Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code (connectHttpStatus). */
+/**
+ * Connect-ES compresses an error as any answer — a unary error body, a stream's end-stream frame — once it is 1 KiB or
+ * more and the client accepts gzip or br, as every browser, fetch and Connect client does. The errors that quote the
+ * client's input at length are just those: they are read inflated, so that the corrections apply to them too.
+ * undefined: an encoding Connect-ES does not write, or bytes that do not inflate (then the answer is left alone).
+ */
+async function inflated(bytes: Uint8Array, encoding: string | null): Promise<Uint8Array | undefined> {
+  const compression = encoding === null || encoding === "identity" ? undefined : [compressionGzip, compressionBrotli].find((c) => c.name === encoding);
+  if (!compression) return encoding === null || encoding === "identity" ? bytes : undefined;
+  return compression.decompress(bytes, 0xffffffff).catch(() => undefined);
+}
+
+/**
+ * Connect unary: the error is the whole (small) JSON body, and the HTTP status follows its code (connectHttpStatus).
+ * A corrected error is sent uncompressed: it is short once corrected.
+ */
 async function fixUnaryError(res: UniversalServerResponse, fix: Fix): Promise<UniversalServerResponse> {
   const chunks: Uint8Array[] = [];
   for await (const chunk of res.body as AsyncIterable<Uint8Array>) chunks.push(chunk);
-  const bytes = Buffer.concat(chunks);
-  const error = parseJson(bytes) as { code?: string; message?: string } | undefined;
+  const sent = Buffer.concat(chunks);
+  const bytes = await inflated(sent, res.header?.get("content-encoding") ?? null);
+  const error = bytes && (parseJson(bytes) as { code?: string; message?: string } | undefined);
   const code = error && typeof error.code === "string" ? (codeFromString(error.code) ?? Code.Unknown) : undefined;
   const fixed = code !== undefined ? fix(code, error!.message ?? "") : undefined;
-  if (!fixed) return { ...res, status: code === Code.FailedPrecondition ? connectHttpStatus(code) : res.status, body: single(bytes) };
+  if (!fixed) return { ...res, status: code === Code.FailedPrecondition ? connectHttpStatus(code) : res.status, body: single(sent) };
   const body = encoder.encode(JSON.stringify({ ...error, code: codeToString(fixed.code), message: fixed.message }));
+  res.header?.delete("content-encoding");
   res.header?.set("content-length", String(body.byteLength));
   if (fixed.limit) res.header?.set(LIMIT_METADATA, fixed.limit);
   return { ...res, status: connectHttpStatus(fixed.code), body: single(body) };
 }
 
-/** Connect streaming: the error rides in the end-stream frame (flag 0x02, uncompressed JSON). */
-function fixEndStream(chunk: Uint8Array, fix: Fix): Uint8Array {
-  if (chunk.length < 5 || chunk[0] !== 0x02 || frameLength(chunk) !== chunk.length - 5) return chunk;
-  const end = parseJson(chunk.subarray(5)) as { error?: { code?: string; message?: string } } | undefined;
+/**
+ * Connect streaming: the error rides in the end-stream frame (flag 0x02; 0x03 when compressed with the stream's
+ * `connect-content-encoding`: a corrected one is sent uncompressed, as each frame says for itself).
+ */
+function fixEndStream(chunk: Uint8Array, fix: Fix, encoding: string | null): Uint8Array | Promise<Uint8Array> {
+  if (chunk.length < 5 || (chunk[0] !== 0x02 && chunk[0] !== 0x03) || frameLength(chunk) !== chunk.length - 5) return chunk;
+  if (chunk[0] === 0x03) return inflated(chunk.subarray(5), encoding).then((json) => (json ? fixEndStreamJson(chunk, json, fix) : chunk));
+  return fixEndStreamJson(chunk, chunk.subarray(5), fix);
+}
+
+/** The end-stream frame `chunk`, whose JSON is `json`, with its error corrected (or `chunk` as it was). */
+function fixEndStreamJson(chunk: Uint8Array, json: Uint8Array, fix: Fix): Uint8Array {
+  const end = parseJson(json) as { error?: { code?: string; message?: string } } | undefined;
   const error = end?.error;
   const fixed = error && typeof error.code === "string" ? fix(codeFromString(error.code) ?? Code.Unknown, error.message ?? "") : undefined;
   if (!fixed) return chunk;

@@ -2,10 +2,10 @@
 // what Connect writes on the wire (request-errors.ts, grpc/wire-fixes.ts) rewrite it through this one function.
 
 /**
- * The body with each chunk passed through `chunkFix`, and `onEnd` run once it has ended (or failed). next/throw/return
- * go straight to Connect's iterator, which aborts the call on them.
+ * The body with each chunk passed through `chunkFix` (awaited when it returns a promise), and `onEnd` run once it has
+ * ended (or failed). next/throw/return go straight to Connect's iterator, which aborts the call on them.
  */
-export function mapBody(body: AsyncIterable<Uint8Array>, chunkFix?: (chunk: Uint8Array) => Uint8Array, onEnd?: () => void): AsyncIterable<Uint8Array> {
+export function mapBody(body: AsyncIterable<Uint8Array>, chunkFix?: (chunk: Uint8Array) => Uint8Array | Promise<Uint8Array>, onEnd?: () => void): AsyncIterable<Uint8Array> {
   return {
     [Symbol.asyncIterator]() {
       const it = body[Symbol.asyncIterator]();
@@ -13,7 +13,11 @@ export function mapBody(body: AsyncIterable<Uint8Array>, chunkFix?: (chunk: Uint
         try {
           const r = await result;
           if (r.done) onEnd?.();
-          else if (chunkFix) return { done: false, value: chunkFix(r.value) };
+          else if (chunkFix) {
+            const value = chunkFix(r.value);
+            // a fix that has to wait (inflating a compressed frame) is awaited; the others cost no extra turn
+            return value instanceof Promise ? { done: false, value: await value } : { done: false, value };
+          }
           return r;
         } catch (err) {
           onEnd?.();

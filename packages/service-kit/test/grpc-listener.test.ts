@@ -1,5 +1,6 @@
 import http from "node:http";
 import http2 from "node:http2";
+import { gunzipSync } from "node:zlib";
 // What gRPC, Connect and gRPC-Web clients the project did not write see on a service's listeners: reflection and
 // health (buf curl, grpc-js), unknown methods, grpc-message, deadlines on watches, grpc-web-text.
 import { execFile } from "node:child_process";
@@ -334,6 +335,35 @@ describe("every protocol of a service's listeners", () => {
         expect([seen, watchErr?.code], `${name} ${zero} watch`).toEqual([[], Code.DeadlineExceeded]);
       }
     }
+  });
+
+  it("corrects a Connect error that Connect-ES compressed (the client accepts gzip or br): an unknown key comes back cut, unary and stream", async () => {
+    // Connect-ES compresses answers of 1 KiB or more, errors included; fetch, browsers and Connect clients accept gzip.
+    const key = "k".repeat(5000);
+    const json = JSON.stringify({ namespace: ns, configId: "app.yaml", [key]: 1 });
+    const chunked = () => new Blob([json]).stream(); // no content-length: Connect-ES's path, not the plain unary one
+    const unary = await fetch(`${server.url}/gov.config.v1.ConfigService/GetConfig`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "accept-encoding": "gzip" },
+      body: chunked(),
+      duplex: "half",
+    } as RequestInit);
+    const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), Buffer.from(json)]);
+    envelope.writeUInt32BE(Buffer.byteLength(json), 1);
+    const stream = await fetch(`${server.url}/gov.config.v1.ConfigService/WatchConfig`, {
+      method: "POST",
+      headers: { "content-type": "application/connect+json", "connect-accept-encoding": "gzip" },
+      body: envelope,
+    });
+    const frame = Buffer.from(await stream.arrayBuffer());
+    const payload = frame.subarray(5);
+    const end = JSON.parse((frame[0] & 1 ? gunzipSync(payload) : payload).toString()) as { error: { code: string; message: string } };
+    for (const [name, error] of [["unary", (await unary.json()) as { code: string; message: string }], ["stream", end.error]] as const) {
+      expect(error.code, name).toBe("invalid_argument");
+      expect(error.message.length, name).toBeLessThan(300);
+      expect(error.message, name).toContain(`key "${"k".repeat(64)}…" is unknown`);
+    }
+    expect(unary.status).toBe(400);
   });
 
   it("accepts application/grpc-web-text (base64 both ways)", async () => {
