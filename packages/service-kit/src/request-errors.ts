@@ -64,6 +64,16 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, i
     const safe = decodeHint(parserMessage(message), input);
     return safe === message ? undefined : { code, message: safe };
   }
+  // Connect-ES quotes a malformed deadline or an unknown compression whole, and a header may be up to 16 KiB (more on
+  // h2c): it comes back as an excerpt, as everything else a client sent does.
+  if (code === Code.InvalidArgument || code === Code.Unimplemented) {
+    for (const quotes of QUOTED_HEADERS) {
+      const quoted = quotes.exec(message);
+      if (!quoted) continue;
+      const safe = `${quoted[1]}${excerpt(quoted[2])}${quoted[3]}`;
+      return safe === message ? undefined : { code, message: safe };
+    }
+  }
   if (code === Code.ResourceExhausted && message.includes("readMaxBytes")) {
     const size = /message size (\d+)/.exec(message)?.[1];
     const max = limit?.readMaxBytes ?? Number(/readMaxBytes (\d+)/.exec(message)?.[1]);
@@ -73,6 +83,13 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, i
   }
   return undefined;
 }
+
+/**
+ * Connect-ES's refusals that quote a request header whole: a malformed `connect-timeout-ms` or `grpc-timeout`; an
+ * unknown `content-encoding`, `connect-content-encoding` or `grpc-encoding` (or a Connect GET's `compression`). Each
+ * splits into the words before the value, the value, and the words after it.
+ */
+const QUOTED_HEADERS = [/^(protocol error: invalid (?:connect|grpc) timeout value: )([^]*)()$/, /^(unknown compression ")([^]*)(": supported encodings are [\w,.+-]*)$/];
 
 export interface RequestGuards {
   /** The listener's message size limit (its readMaxBytes) and the setting behind it. */

@@ -366,6 +366,48 @@ describe("every protocol of a service's listeners", () => {
     expect(unary.status).toBe(400);
   });
 
+  it("quotes a malformed deadline or an unknown compression only as an excerpt, on every protocol (contract §3: never echoes input)", async () => {
+    const long = `zz${"x".repeat(3000)}`;
+    const get = toBinary(GetConfigRequestSchema, create(GetConfigRequestSchema, { namespace: ns, configId: "app.yaml" }));
+    const enveloped = Buffer.concat([Buffer.from([0, 0, 0, 0, get.length]), get]);
+    const path = "/gov.config.v1.ConfigService/GetConfig";
+    const h1 = async (headers: Record<string, string>, body: Uint8Array | string, query = "") => {
+      const res = await fetch(`${server.url}${path}${query}`, { method: query ? "GET" : "POST", headers, body: query ? undefined : body, duplex: "half" } as RequestInit);
+      const bytes = Buffer.from(await res.arrayBuffer());
+      if (!res.headers.get("content-type")?.startsWith("application/grpc-web")) return JSON.parse(bytes.toString()) as { code: string; message: string };
+      const trailer = readGrpcWebFrames(bytes).trailer;
+      return { code: /grpc-status: ?(\d+)/.exec(trailer)?.[1], message: decodeURIComponent(/grpc-message: ?([^\r]*)/.exec(trailer)?.[1] ?? "") };
+    };
+    const h2 = (headers: Record<string, string>) =>
+      new Promise<{ code?: string; message: string }>((resolve, reject) => {
+        const session = http2.connect(server.grpcUrl);
+        session.on("error", reject);
+        const stream = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers", ...headers });
+        stream.on("trailers", (t) => resolve({ code: String(t["grpc-status"]), message: decodeURIComponent(String(t["grpc-message"] ?? "")) }));
+        stream.on("response", (h) => h["grpc-status"] !== undefined && resolve({ code: String(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) }));
+        stream.on("close", () => session.close());
+        stream.resume();
+        stream.end(enveloped);
+      });
+    const json = JSON.stringify({ namespace: ns, configId: "app.yaml" });
+    const answers = {
+      "connect timeout": await h1({ "content-type": "application/json", "connect-timeout-ms": long }, json),
+      "connect timeout, chunked": await h1({ "content-type": "application/json", "connect-timeout-ms": long }, new Blob([json]).stream() as never),
+      "connect encoding": await h1({ "content-type": "application/json", "content-encoding": long }, json),
+      "connect GET compression": await h1({}, "", `?connect=v1&encoding=json&compression=${long}&message=${encodeURIComponent(json)}`),
+      "grpc-web timeout": await h1({ "content-type": "application/grpc-web+proto", "grpc-timeout": long }, enveloped),
+      "grpc-web encoding": await h1({ "content-type": "application/grpc-web+proto", "grpc-encoding": long }, enveloped),
+      "grpc timeout": await h2({ "grpc-timeout": long }),
+      "grpc encoding": await h2({ "grpc-encoding": long }),
+    };
+    const excerpt = `zz${"x".repeat(118)}…`;
+    for (const [name, { code, message }] of Object.entries(answers)) {
+      expect(code, name).toBe(name.includes("timeout") ? (name.startsWith("connect") ? "invalid_argument" : "3") : name.startsWith("connect") ? "unimplemented" : "12");
+      expect(message.length, name).toBeLessThan(300);
+      expect(message, name).toContain(excerpt);
+    }
+  });
+
   it("accepts application/grpc-web-text (base64 both ways)", async () => {
     const client = createClient(ConfigService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1" }));
     await client.setConfig({ namespace: ns, configId: "text.yaml", data: "a: 1\n" });
