@@ -46,8 +46,10 @@ describe("gRPC hygiene of the all-in-one process", () => {
 
   it("refuses a content type Connect does not take with the ones it does, curl's default form type and none included", async () => {
     const url = `${urls.url}/gov.config.v1.ConfigService/ListConfigs`;
-    const takes = "is not one /gov.config.v1.ConfigService/ListConfigs takes: application/json or application/proto (Connect), application/grpc, application/grpc-web";
+    // the gateway's port serves no gRPC (HTTP/2 only, on the gRPC port): it does not name application/grpc as taken
+    const takes = "is not one /gov.config.v1.ConfigService/ListConfigs takes: application/json or application/proto (Connect), application/grpc-web (gRPC itself goes to the gRPC port, over HTTP/2)";
     const types: [string | undefined, string][] = [
+      ["application/grpc", "application/grpc"], // gRPC over HTTP/1.1, sent to the wrong port
       ["text/plain", "text/plain"],
       ["application/x-www-form-urlencoded", "application/x-www-form-urlencoded"], // curl -d '{}' without -H
       ["multipart/form-data; boundary=x", "multipart/form-data; boundary=x"],

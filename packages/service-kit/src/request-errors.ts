@@ -180,16 +180,27 @@ function bareRefusal(res: UniversalServerResponse, request: UniversalServerReque
     body = { code: "invalid_argument", message: `a Connect GET of ${path} carries its request in the query: encoding=json (or proto with base64=1), message=<the request>, connect=v1` };
   } else {
     const type = excerpt(request.header.get("content-type") ?? "none");
+    const others = enveloped(handler.protocolNames);
     body = {
       code: "invalid_argument",
-      message:
-        handler.method.methodKind === "unary"
-          ? `content type ${type} is not one ${path} takes: application/json or application/proto (Connect), application/grpc, application/grpc-web`
+      message: !handler.protocolNames.includes("connect")
+        ? `content type ${type} is not one ${path} takes: ${others}`
+        : handler.method.methodKind === "unary"
+          ? `content type ${type} is not one ${path} takes: application/json or application/proto (Connect)${others ? `, ${others}` : ""}`
           : // a stream's Connect messages are enveloped: plain application/json is the unary form, which it does not take
-            `content type ${type} is not one ${path} takes: it is a stream, whose Connect request is application/connect+json or application/connect+proto (an enveloped message, not plain JSON); or application/grpc, application/grpc-web`,
+            `content type ${type} is not one ${path} takes: it is a stream, whose Connect request is application/connect+json or application/connect+proto (an enveloped message, not plain JSON)${others ? `; or ${others}` : ""}`,
     };
   }
   return jsonError(res.status, body, header);
+}
+
+/**
+ * The gRPC types the listener serves, as a refusal names them: the gateway's HTTP/1.1 port serves no gRPC (it needs
+ * HTTP/2), so a client told to send application/grpc there would be refused again.
+ */
+function enveloped(protocols: readonly string[]): string {
+  const types = [...(protocols.includes("grpc") ? ["application/grpc"] : []), ...(protocols.includes("grpc-web") ? ["application/grpc-web"] : [])].join(", ");
+  return protocols.includes("grpc") ? types : `${types}${types ? " " : ""}(gRPC itself goes to the gRPC port, over HTTP/2)`;
 }
 
 /** A `{code, message}` answer written by this layer (Connect unary's error shape), on `header` when given. */
