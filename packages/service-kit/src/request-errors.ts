@@ -46,7 +46,7 @@ export interface MessageLimit {
  * wrote, or undefined to leave it alone. Anything a handler throws never looks like these (errorInterceptor hides
  * internal errors behind its own message).
  */
-function correct(code: Code, message: string, limit: MessageLimit | undefined, input: DescMessage): Fixed | undefined {
+function correct(code: Code, message: string, limit: MessageLimit | undefined, input: DescMessage, encodingHeader = "grpc-encoding"): Fixed | undefined {
   const method = input.typeName;
   if (code === Code.Internal) {
     if (message.startsWith("parse binary: ")) {
@@ -54,7 +54,8 @@ function correct(code: Code, message: string, limit: MessageLimit | undefined, i
       return { code: Code.InvalidArgument, message: `the request is not a valid ${method} in protobuf binary (${why}): encode it with the method's request type` };
     }
     if (message.startsWith("received compressed envelope")) {
-      return { code: Code.InvalidArgument, message: "a request message is flagged as compressed, but no grpc-encoding header says how: send it uncompressed or name the encoding" };
+      // named in the protocol's own header: a Connect stream's is connect-content-encoding, not grpc-encoding
+      return { code: Code.InvalidArgument, message: `a request message is flagged as compressed, but the request names no compression for it (${encodingHeader} is absent or identity): send it uncompressed or name the encoding in ${encodingHeader}` };
     }
   }
   // A JSON request Connect-ES could not decode: its message quotes the client's input (V8's slice of the text, the
@@ -147,7 +148,8 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
     if (type.startsWith("application/grpc")) return { ...res, body: mapBody(res.body, undefined, () => fixGrpcTrailer(res.trailer, fix)) };
     if (type.startsWith("application/connect+")) {
       const encoding = res.header?.get("connect-content-encoding") ?? null;
-      return { ...res, body: mapBody(res.body, (chunk) => fixEndStream(chunk, fix, encoding)) };
+      const fixConnect: Fix = (code, message) => correct(code, message, guards.limit, handler.method.input, "connect-content-encoding");
+      return { ...res, body: mapBody(res.body, (chunk) => fixEndStream(chunk, fixConnect, encoding)) };
     }
     if (res.status >= 400 && type.startsWith("application/json")) return fixUnaryError(res, fix);
     return res;

@@ -10,7 +10,7 @@ import { create, fromBinary, toBinary, type DescMessage, type MessageShape } fro
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { ConfigService, GetConfigRequestSchema, GetConfigResponseSchema } from "@gov/api";
+import { ConfigService, GetConfigRequestSchema, GetConfigResponseSchema, WatchConfigRequestSchema } from "@gov/api";
 import { ServerReflection, type ServerReflectionResponse } from "@gov/api/gen/grpc/reflection/v1/reflection_pb";
 import { Health, HealthCheckRequestSchema, HealthCheckResponseSchema, HealthCheckResponse_ServingStatus as Status } from "@gov/api/gen/health/v1/health_pb";
 import { configRoutes, createConfigService, createMemoryConfigStore } from "@gov/config-service";
@@ -406,6 +406,22 @@ describe("every protocol of a service's listeners", () => {
       expect(message.length, name).toBeLessThan(300);
       expect(message, name).toContain(excerpt);
     }
+  });
+
+  it("refuses a message flagged compressed without a named compression, naming the header of the caller's protocol", async () => {
+    const watch = toBinary(WatchConfigRequestSchema, create(WatchConfigRequestSchema, { namespace: ns, configId: "app.yaml" }));
+    const flagged = Buffer.concat([Buffer.from([1, 0, 0, 0, watch.length]), watch]); // flag 1: compressed, and no encoding named
+    const path = "/gov.config.v1.ConfigService/WatchConfig";
+    const connect = await fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/connect+proto" }, body: flagged });
+    const frame = Buffer.from(await connect.arrayBuffer());
+    const connectError = (JSON.parse(frame.subarray(5).toString()) as { error: { code: string; message: string } }).error;
+    const grpcWeb = await fetch(`${server.url}${path}`, { method: "POST", headers: { "content-type": "application/grpc-web+proto", "grpc-encoding": "identity" }, body: flagged });
+    const trailer = readGrpcWebFrames(Buffer.from(await grpcWeb.arrayBuffer())).trailer;
+    expect(connectError.code).toBe("invalid_argument");
+    expect(connectError.message).toContain("connect-content-encoding is absent or identity");
+    expect(connectError.message).not.toContain("grpc-encoding");
+    expect(trailer).toMatch(/grpc-status: ?3/);
+    expect(decodeURIComponent(/grpc-message: ?([^\r]*)/.exec(trailer)![1])).toContain("grpc-encoding is absent or identity");
   });
 
   it("accepts application/grpc-web-text (base64 both ways)", async () => {
