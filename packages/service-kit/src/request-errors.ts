@@ -144,7 +144,10 @@ function withFixedErrors(handler: UniversalHandler, guards: RequestGuards): Univ
     const res = await handler(request);
     if (!res.body) return res.status === 405 || res.status === 415 ? bareRefusal(res, request, handler) : res;
     const type = res.header?.get("content-type") ?? "";
-    if (type.startsWith("application/grpc-web")) return { ...res, body: mapBody(res.body, (chunk) => fixGrpcWebTrailer(chunk, fix)) };
+    if (type.startsWith("application/grpc-web")) {
+      const encoding = res.header?.get("grpc-encoding") ?? null;
+      return { ...res, body: mapBody(res.body, (chunk) => fixGrpcWebTrailer(chunk, fix, encoding)) };
+    }
     if (type.startsWith("application/grpc")) return { ...res, body: mapBody(res.body, undefined, () => fixGrpcTrailer(res.trailer, fix)) };
     if (type.startsWith("application/connect+")) {
       const encoding = res.header?.get("connect-content-encoding") ?? null;
@@ -295,9 +298,20 @@ function fixGrpcTrailer(trailer: Headers | undefined, fix: Fix): void {
   if (fixed.limit) trailer.set(LIMIT_METADATA, fixed.limit);
 }
 
-/** gRPC-Web: the trailers are the body's last frame (flag 0x80, `name: value\r\n` lines). */
-function fixGrpcWebTrailer(chunk: Uint8Array, fix: Fix): Uint8Array {
-  if (chunk.length < 5 || chunk[0] !== 0x80 || frameLength(chunk) !== chunk.length - 5) return chunk;
+/**
+ * gRPC-Web: the trailers are the body's last frame (flag 0x80, `name: value\r\n` lines). Connect-ES compresses that
+ * frame too (0x81, with the answer's `grpc-encoding`) once it is 1 KiB or more and the client sent
+ * `grpc-accept-encoding`: such a frame is sent inflated, so that this correction and the wire fixes after it
+ * (grpc-message's encoding) apply to it as to any other, and clients that read trailers only uncompressed can read it.
+ */
+function fixGrpcWebTrailer(chunk: Uint8Array, fix: Fix, encoding: string | null): Uint8Array | Promise<Uint8Array> {
+  if (chunk.length < 5 || (chunk[0] !== 0x80 && chunk[0] !== 0x81) || frameLength(chunk) !== chunk.length - 5) return chunk;
+  if (chunk[0] === 0x81) return inflated(chunk.subarray(5), encoding).then((text) => (text ? fixGrpcWebTrailerText(frame(0x80, text), fix) : chunk));
+  return fixGrpcWebTrailerText(chunk, fix);
+}
+
+/** The uncompressed gRPC-Web trailer frame `chunk`, its grpc-status and grpc-message corrected (or `chunk` as it was). */
+function fixGrpcWebTrailerText(chunk: Uint8Array, fix: Fix): Uint8Array {
   const lines = new TextDecoder().decode(chunk.subarray(5)).split("\r\n");
   const headers = new Headers();
   for (const line of lines) {

@@ -26,7 +26,8 @@ export function reencodeGrpcMessage(headers: Headers | undefined): void {
 
 /**
  * gRPC-Web sends its trailers as the body's last frame (flag 0x80, then `name: value\r\n` lines). Re-encodes the
- * `grpc-message` in such a frame; any other chunk (a message, a compressed trailer, a partial frame) is returned as is.
+ * `grpc-message` in such a frame; any other chunk (a message, a partial frame) is returned as is. A trailer frame
+ * Connect-ES compressed arrives here inflated (request-errors.ts inflates it first).
  */
 export function reencodeGrpcWebTrailer(chunk: Uint8Array): Uint8Array {
   if (chunk.length < 5 || chunk[0] !== 0x80) return chunk;
