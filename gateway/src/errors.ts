@@ -152,6 +152,9 @@ export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits =
     if (req.is404) return notFound(req, reply);
     const rest = toRestError(err, limitsFor(req, err, limits));
     logFailure(req, err, rest);
+    // RFC 9110 §11.6.1: a 401 names the scheme to authenticate with (as the management port's do); HTTP clients that
+    // retry with credentials only when asked look for it
+    if (rest.status === 401) void reply.header("www-authenticate", "Bearer");
     void reply.status(rest.status).type("application/json").send(rest.body);
   });
   app.setNotFoundHandler(notFound);

@@ -53,6 +53,7 @@ for (const target of securityTargets().filter((t) => t.name !== "redis-cluster")
       const noToken = await p.rest("GET", `/v1/namespaces/${seg(dev)}/configs/a.yaml`);
       expect(noToken.status).toBe(401);
       expect(noToken.body).toEqual({ code: "unauthenticated", message: expect.stringContaining("log in") });
+      expect(noToken.headers.get("www-authenticate")).toBe("Bearer"); // RFC 9110: a 401 names its scheme
 
       await addUser("nobody-1");
       const nobody = (await p.login("nobody-1", "pass-word-1")).accessToken;
