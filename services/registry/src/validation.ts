@@ -87,6 +87,11 @@ export function checkMetadata(metadata: Record<string, string>): void {
 
 /** A per-request ttl in ms (seconds and nanos of a google.protobuf.Duration). */
 export function checkTtl(seconds: bigint, nanos: number): number {
+  // A google.protobuf.Duration's nanos are within ±999,999,999 and of the sign of its seconds: all its JSON form
+  // (REST, Connect JSON) can say. Binary protobuf can carry any pair, which would otherwise be read as another duration.
+  if (!(nanos > -1e9 && nanos < 1e9) || (seconds > 0n && nanos < 0) || (seconds < 0n && nanos > 0)) {
+    throw invalid(`ttl is not a valid duration (seconds ${seconds}, nanos ${nanos}): nanos must be within ±999999999 and of the sign of seconds, e.g. seconds 1, nanos 500000000 for 1.5 s`);
+  }
   const ms = Number(seconds) * 1000 + Math.trunc(nanos / 1e6);
   if (!(ms >= MIN_TTL_MS && ms <= MAX_TTL_MS)) throw invalid(`ttl ${Number(seconds) + nanos / 1e9}s is out of range: give a duration from "1s" to "86400s" (24 h), or leave it out for gov.registry.instance-ttl`);
   return ms;

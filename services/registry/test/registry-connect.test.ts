@@ -136,6 +136,17 @@ for (const target of storeTargets()) {
       }
     });
 
+    it("refuses a ttl that is no valid google.protobuf.Duration (binary protobuf can carry one JSON cannot)", async () => {
+      const binary = registryClients(urls).filter((c) => c.name !== "connect+json");
+      for (const { name, client } of binary) {
+        for (const ttl of [{ seconds: 5n, nanos: -1 }, { seconds: 5n, nanos: 1_500_000_000 }, { seconds: -2n, nanos: 2_000_000_000 }]) {
+          const n = ns("ttl");
+          const err = await client.registerInstance({ namespace: n, serviceId: "s", schema: "http", host: "h", port: 1, ttl }).catch((e: unknown) => ConnectError.from(e));
+          expect([(err as ConnectError).code, (err as ConnectError).rawMessage], `${name} ${ttl.seconds}s ${ttl.nanos}n`).toEqual([Code.InvalidArgument, expect.stringContaining("not a valid duration")]);
+        }
+      }
+    });
+
     it("the service-list watch refuses a namespace without a hash tag (REST 400, Connect invalid_argument)", async () => {
       const [{ client }] = registryClients(urls);
       const res = await fetch(`${urls.url}/v1/namespaces/dev/services/watch`);
