@@ -3,8 +3,8 @@ import type { ConnectRouter, Interceptor, Transport } from "@connectrpc/connect"
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import { fastify, type FastifyInstance, type FastifyRequest } from "fastify";
-import { logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, registerRpcs, REQUEST_TIMEOUT, type Logger } from "@gov/service-kit";
-import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, JSON_BODY_SETTING } from "./errors.js";
+import { logListening, quietFastifyLogging, refuseUnknownExpectations, registerCors, registerRpcs, REQUEST_TIMEOUT, servicesOf, type Logger } from "@gov/service-kit";
+import { clientErrorHandler, frameworkErrorHandler, installErrorHandlers, JSON_BODY_SETTING, remoteRpcs } from "./errors.js";
 import { buildOpenApi, protoDocsOf } from "./openapi.js";
 import { headerForwarder } from "./transcode/forward-headers.js";
 import { registerRestRoutes, type RestService } from "./transcode/register.js";
@@ -59,7 +59,10 @@ export async function buildGateway(options: GatewayOptions): Promise<FastifyInst
   refuseUnknownExpectations(app.server);
 
   logListening(app, options.logger);
-  installErrorHandlers(app, errorLimits); // before the scopes below, which inherit it
+  // The services whose Connect routes this port does not serve (those it reaches over the network): see remoteRpcs.
+  const local = new Set(options.connect ? servicesOf(options.connect.routes).map((s) => s.service.typeName) : []);
+  const remote = options.services.map((s) => s.service).filter((service) => !local.has(service.typeName));
+  installErrorHandlers(app, errorLimits, remoteRpcs(remote)); // before the scopes below, which inherit it
   await registerCors(app, options.corsOrigins ?? []); // before the scopes below: preflights and CORS headers on every route
   let document: Record<string, unknown> = {};
   await app.register(async (rest) => {

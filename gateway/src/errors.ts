@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { answerUnknownRpc, clientErrorHandler, excerpt, frameworkErrorHandler, hasEmptySegment, outageAnswersOf, restStatusOf, routerRefusal, wrongMethodRefuser, type BodyLimit, type Logger } from "@gov/service-kit";
 import { gatewaySettings } from "./settings.js";
@@ -134,11 +135,25 @@ export function logFailure(req: FastifyRequest, err: unknown, rest: RestError, w
   }
 }
 
+/**
+ * The RPCs of the services a gateway reaches over the network: it serves them as REST only (its port serves the
+ * Connect and gRPC-Web routes of the services in its own process), so a Connect or gRPC-Web call of one is told where
+ * to go rather than to check a method name that is right. Undefined for any other path.
+ */
+export function remoteRpcs(remote: readonly DescService[]): (path: string) => string | undefined {
+  const byPath = new Map<string, string>();
+  for (const service of remote) for (const method of service.methods) byPath.set(`/${service.typeName}/${method.name}`, service.typeName);
+  return (path) => {
+    const service = byPath.get(path);
+    return service && `${path} is not served on this port: this gateway reaches ${service} over the network and serves it as REST (/v1) only; send Connect and gRPC-Web calls to that service's own port, gRPC to its gRPC port`;
+  };
+}
+
 /** Every failure, whatever raised it, leaves as `{code, message}` with the status of the table above. */
-export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}): void {
+export function installErrorHandlers(app: FastifyInstance, limits: ErrorLimits = {}, servedElsewhere?: (path: string) => string | undefined): void {
   const refuseWrongMethod = wrongMethodRefuser(app);
   const notFound = (req: FastifyRequest, reply: FastifyReply): void => {
-    if (answerUnknownRpc(req, reply)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
+    if (answerUnknownRpc(req, reply, servedElsewhere)) return; // gRPC-Web / Connect clients get unimplemented in their protocol
     if (refuseWrongMethod(req, reply)) return;
     const path = req.url.split("?")[0];
     const hint = hasEmptySegment(path)

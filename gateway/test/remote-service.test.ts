@@ -48,6 +48,18 @@ describe("gateway → remote config service over HTTP", () => {
     const zip = await gateway.inject({ method: "GET", url: `/v1/namespaces/${seg(n)}/configs/export` });
     expect([zip.statusCode, zip.headers["content-type"], zip.rawPayload.subarray(0, 2).toString()]).toEqual([200, "application/zip", "PK"]);
   });
+
+  it("a Connect or gRPC-Web call of the remote service's RPC is told it is served as REST only here, not to check the name", async () => {
+    const body = JSON.stringify({ namespace: ns("rpc"), configId: "a" });
+    const connect = await gateway.inject({ method: "POST", url: "/gov.config.v1.ConfigService/GetConfig", payload: body, headers: { "content-type": "application/json" } });
+    expect([connect.statusCode, connect.json().code]).toEqual([404, "unimplemented"]);
+    expect(connect.json().message).toContain("this gateway reaches gov.config.v1.ConfigService over the network and serves it as REST (/v1) only");
+    const grpcWeb = await gateway.inject({ method: "POST", url: "/gov.config.v1.ConfigService/GetConfig", payload: Buffer.alloc(5), headers: { "content-type": "application/grpc-web+proto" } });
+    expect([grpcWeb.headers["grpc-status"], decodeURIComponent(String(grpcWeb.headers["grpc-message"]))]).toEqual(["12", expect.stringContaining("serves it as REST (/v1) only")]);
+    // a method no service has is still a name to check
+    const unknown = await gateway.inject({ method: "POST", url: "/gov.config.v1.ConfigService/Nope", payload: body, headers: { "content-type": "application/json" } });
+    expect(unknown.json().message).toContain("check the package, service and method name");
+  });
 });
 
 describe("gateway → a remote service whose message limit is below the gateway's body limit", () => {

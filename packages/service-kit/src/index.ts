@@ -10,7 +10,7 @@ export { outageAnswers, outageAnswersOf, OUTAGE_QUIET_MS, OUTAGE_SUMMARY_MS, typ
 export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, MAX_REQUESTS_PER_CONNECTION, registerRpcs, serveConnect, type ConnectRoutesOptions, type RpcScopeOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
-export { CONNECT_JSON_OPTIONS, serveConnectUnary } from "./connect-unary.js";
+export { CONNECT_JSON_OPTIONS, serveConnectUnary, servicesOf } from "./connect-unary.js";
 export { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 export { encodeGrpcMessage } from "./grpc/grpc-message.js";
 export type { ServingState } from "./grpc/health.js";

@@ -9,12 +9,14 @@ const RPC_PATH = /^\/[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\/[A-Za-z_]\w*$/;
  * Answers a request for an RPC the server does not have, in the protocol it was asked in: gRPC and gRPC-Web get
  * `grpc-status: 12` (UNIMPLEMENTED) as a trailers-only response (HTTP 200, as their clients expect), Connect gets
  * `{"code":"unimplemented"}` with HTTP 404 (Connect clients read 404 as unimplemented). Returns false, answering
- * nothing, when the request is not an RPC (e.g. an unknown REST path), so the caller's own 404 applies.
+ * nothing, when the request is not an RPC (e.g. an unknown REST path), so the caller's own 404 applies. `servedElsewhere`:
+ * why an RPC that exists is not served here (a gateway's remote service), said instead of "check the name".
  */
-export function answerUnknownRpc(request: FastifyRequest, reply: FastifyReply): boolean {
+export function answerUnknownRpc(request: FastifyRequest, reply: FastifyReply, servedElsewhere?: (path: string) => string | undefined): boolean {
   const contentType = String(request.headers["content-type"] ?? "").toLowerCase();
   const path = request.url.split("?")[0];
-  const message = `no RPC method ${path.length > 200 ? `${path.slice(0, 200)}…` : path} here: check the package, service and method name against the proto`;
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  const message = servedElsewhere?.(path) ?? `no RPC method ${shown} here: check the package, service and method name against the proto`;
 
   const grpcType = /^application\/grpc(-web(-text)?)?(\+[\w-]+)?/.exec(contentType);
   if (grpcType) {
