@@ -42,7 +42,9 @@ describe.skipIf(inject("redisSkipReason"))("a subscriber hub whose Cluster node 
       const frozenAt = performance.now();
       await expect.poll(() => lost, { timeout: 20_000, interval: 50 }).toBeGreaterThanOrEqual(1);
       await expect.poll(() => lives, { timeout: 20_000, interval: 50 }).toBeGreaterThanOrEqual(2);
-      expect(await patternSubscriberPort(cluster.ports.filter((p) => p !== port))).toBeDefined(); // on a live node now
+      // on a live node now (polled: on a loaded machine the 500 ms client can lose the new connection once more, and
+      // the hub subscribes again — a CI run looked in between)
+      await expect.poll(() => patternSubscriberPort(cluster.ports.filter((p) => p !== port)).catch(() => undefined), { timeout: 15_000, interval: 100 }).toBeDefined();
       await expect.poll(async () => (await publish("after"), received.includes("after")), { timeout: 15_000, interval: 100 }).toBe(true);
       console.info(`subscribed again ${Math.round(performance.now() - frozenAt)} ms after the freeze (node ${port}, ${frozen < 3 ? "a master" : "a replica"})`);
     } finally {
