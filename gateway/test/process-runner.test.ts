@@ -5,7 +5,7 @@ import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect
 import { Health, HealthCheckResponse_ServingStatus as Serving } from "@gov/api/gen/health/v1/health_pb";
 import { ConfigService } from "@gov/api";
 import { createConfigModule } from "@gov/config-service";
-import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
+import { admitsInTurns, buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { startRedis, type RedisServer } from "@gov/testkit";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { restGateway } from "../src/index.js";
@@ -26,6 +26,8 @@ describe("one runner: all-in-one and split from the same modules", () => {
     expect(proc.modules).toEqual([{ name: "config", local: true, describe: expect.stringMatching(/^embedded/) }]);
     const urls = await proc.listen(free);
     expect(urls.grpcUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    // a burst of new streams on one connection is started a few milliseconds' worth per turn (request-admission.ts)
+    expect([admitsInTurns(proc.http.server), admitsInTurns(proc.grpc!.server)]).toEqual([true, true]);
     const url = `${urls.url}/v1/namespaces/${seg(ns("aio"))}/configs/a.yaml`;
     expect(await (await fetch(url, { method: "PUT", body: "k: v" })).json()).toBe(true);
     expect((await (await fetch(url)).json()).data).toBe("k: v");

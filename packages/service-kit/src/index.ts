@@ -12,6 +12,7 @@ export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, MAX_REQUESTS_PER_CONNECTION, registerRpcs, serveConnect, type ConnectRoutesOptions, type RpcScopeOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
 export { CONNECT_JSON_OPTIONS, serveConnectUnary, servicesOf } from "./connect-unary.js";
 export { answerUnknownRpc } from "./grpc/unknown-rpc.js";
+export { admitInTurns, admitsInTurns, ADMISSION_MS_PER_TURN } from "./request-admission.js";
 export { encodeGrpcMessage } from "./grpc/grpc-message.js";
 export type { ServingState } from "./grpc/health.js";
 export { sharedSettings } from "./shared-settings.js";

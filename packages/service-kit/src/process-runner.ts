@@ -11,6 +11,7 @@ import { loadSettings, misspelledFileKeys, parseBoolean, rawSetting, SettingsErr
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
 import { trustedProxiesSetting } from "./client-address.js";
+import { admitInTurns } from "./request-admission.js";
 import { corsSettings } from "./cors.js";
 import { errorInterceptor, toConnectError } from "./errors.js";
 import { clientErrorStatus } from "./http-errors.js";
@@ -355,6 +356,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       app.setGenReqId(requestIdFromHeader);
     }
   }
+  // the outermost wrapper: a request waiting for its turn waits whole (its request id too)
+  for (const app of [http, grpc]) if (app) admitInTurns(app.server as never);
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
   const sessions = grpc ? trackOpen<Http2Session>(grpc.server as unknown as Http2Server, "session") : new Set<Http2Session>();
   const h2Calls = grpc ? trackH2Calls(grpc.server as unknown as Http2Server, impls) : new Set<ServerHttp2Stream>();
