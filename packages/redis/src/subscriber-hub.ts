@@ -109,7 +109,11 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
 
   const open = (): RedisClient => {
     // A Cluster's subscriber must move off a frozen node, which sends neither messages nor errors (keepSlotsCurrent).
-    const s = client instanceof Cluster ? keepSlotsCurrent(client.duplicate()) : client.duplicate();
+    // A standalone one does not subscribe again by itself on reconnecting (autoResubscribe): the hub does, on "ready"
+    // below, and catches a failure. ioredis' own PSUBSCRIBE was nobody's promise: when it failed (a reply later than
+    // the command timeout, the process stalled after a restart of Redis) the rejection went unhandled, an error
+    // logged as a bug in a process and a failed run under vitest. (A Cluster's subscriber catches its own.)
+    const s = client instanceof Cluster ? keepSlotsCurrent(client.duplicate()) : client.duplicate({ autoResubscribe: false });
     const events = s as EventEmitter; // Redis and Cluster overload on() differently
     events.on("pmessage", (pattern: string, channel: string, message: string) => {
       for (const e of entries) if (e.pattern === pattern) e.on.message(channel, message);
