@@ -174,6 +174,14 @@ export interface RedisClusterOptions {
   nodeTimeoutMs?: number;
 }
 
+/**
+ * How long a lookup of the cluster's state (which node serves a key, which holds a subscriber) waits for its answer.
+ * Not rawCommand's 500 ms, which tells a server that is down or frozen from one that is up: the nodes asked here answer
+ * in a millisecond, and a test process stalled past 500 ms on CI's two loaded cores (its timer then fires before it
+ * reads the answer already there) failed its setup with "timeout" — 1–2 of 5 lookups with a 600 ms stall.
+ */
+const LOOKUP_TIMEOUT_MS = 5000;
+
 /** A bulk reply's body (`$len\r\nbody\r\n` → body). */
 const bulkBody = (reply: string) => reply.replace(/^\$\d+\r\n/, "").replace(/\r\n$/, "");
 
@@ -280,8 +288,8 @@ export async function startRedisCluster(size = 3, options: RedisClusterOptions =
  * `CLUSTER NODES`); undefined while no live master serves its slot (during a failover).
  */
 export async function masterPortForKey(askPort: number, key: string): Promise<number | undefined> {
-  const slot = Number(/^:(\d+)/.exec(await rawCommand(askPort, `CLUSTER KEYSLOT ${key}`))?.[1]);
-  const nodes = bulkBody(await rawCommand(askPort, "CLUSTER NODES", 1000));
+  const slot = Number(/^:(\d+)/.exec(await rawCommand(askPort, `CLUSTER KEYSLOT ${key}`, LOOKUP_TIMEOUT_MS))?.[1]);
+  const nodes = bulkBody(await rawCommand(askPort, "CLUSTER NODES", LOOKUP_TIMEOUT_MS));
   for (const line of nodes.split("\n")) {
     const [, address, flags, , , , , state, ...ranges] = line.trim().split(" ");
     if (!address || !flags.split(",").includes("master") || /fail|handshake|noaddr/.test(flags) || state !== "connected") continue;
@@ -300,7 +308,7 @@ export async function masterPortForKey(askPort: number, key: string): Promise<nu
  * process's Pub/Sub connection went (ioredis picks a Cluster's subscriber node itself). Undefined when none has one.
  */
 export async function patternSubscriberPort(ports: number[]): Promise<number | undefined> {
-  for (const port of ports) if (/ psub=[1-9]/.test(bulkBody(await rawCommand(port, "CLIENT LIST", 1000)))) return port;
+  for (const port of ports) if (/ psub=[1-9]/.test(bulkBody(await rawCommand(port, "CLIENT LIST", LOOKUP_TIMEOUT_MS)))) return port;
   return undefined;
 }
 
