@@ -68,11 +68,18 @@ describe.skipIf(inject("redisSkipReason"))("durable writes: WAIT on the write's 
     const closeWriter = await requireReplicas(waiting, { minReplicas: 1, timeoutMs: 300, ...o });
     process.kill(replica.pid!, "SIGSTOP");
     try {
-      // Without a policy nothing waits: the control that shows the delay below is the WAIT.
-      let t = performance.now();
+      // Without a policy nothing waits: the control that shows the delay below is the WAIT. The fastest of three: one
+      // round trip can take longer when the test process itself stalls (CI's two loaded cores stalled one past 500 ms),
+      // while a write that waited for the replica would take its 300 ms every time.
+      let fastest = Infinity;
+      for (let i = 0; i < 3; i++) {
+        const started = performance.now();
+        await runDurableScript(plain, APPEND, ["{d}paused-control"], [`plain${i}`]);
+        fastest = Math.min(fastest, performance.now() - started);
+      }
+      expect(fastest).toBeLessThan(250);
       await runDurableScript(plain, APPEND, ["{d}paused"], ["plain"]);
-      expect(performance.now() - t).toBeLessThan(250);
-      t = performance.now();
+      let t = performance.now();
       for (let i = 0; i < 3; i++) expect(await runDurableScript(waiting, APPEND, ["{d}paused"], [`w${i}`])).toBe(i + 2);
       expect(performance.now() - t).toBeGreaterThanOrEqual(3 * 290);
       expect(o.seen.underReplicated).toBe(3);
