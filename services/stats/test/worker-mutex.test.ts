@@ -120,13 +120,15 @@ for (const target of redisTargets()) {
       // redlock zeroes the extended lock's expiration a few promise steps before it hands back the new lock: checks in
       // that gap (a pass's, between its Redis calls) read "not held", and a complete pass skipped those namespaces
       const c = await client();
-      // extended every 150 ms: a stall of the event loop or of Redis shorter than 300 ms cannot lose it
-      const m = redlockMutex(c, { key: mutexKey(), ttlMs: 450, logger });
+      // extended every 400 ms: a stall of the event loop or of Redis shorter than 800 ms cannot lose it (a ttl of 450 ms,
+      // extended every 150 ms, was lost to a stall of the test process past 300 ms: CI's two loaded cores stalled one
+      // past 500 ms); checked for 3 s, about as many extensions as before
+      const m = redlockMutex(c, { key: mutexKey(), ttlMs: 1200, logger });
       try {
         expect(await m.hold()).toBe(true);
         let checks = 0;
         let notHeld = 0;
-        const until = Date.now() + 2000;
+        const until = Date.now() + 3000;
         // lanes of Redis calls, each behind a different number of async layers, as a pass's calls are
         const wrapped = async (depth: number): Promise<unknown> => (depth === 0 ? c.ping() : wrapped(depth - 1));
         const lane = async (depth: number) => {
