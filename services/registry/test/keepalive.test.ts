@@ -104,6 +104,11 @@ for (const target of storeTargets()) {
 
     it("keeps the instance alive for several ttls without a client timer; after a graceful end it expires one ttl later", async () => {
       const n = ns("ka");
+      // A ttl of 2 s (renewed every 667 ms), not TTL_MS: the server renewing it runs in this test process, and a stall of
+      // the process past two thirds of a 1 s ttl (a 700 ms one, as CI's two loaded cores made past 500 ms) let an
+      // instance expire between two renewals, though neither stream ended.
+      const TTL_MS = 2000;
+      const ttl = { seconds: BigInt(TTL_MS / 1000), nanos: 0 };
       const streams = transports().map(({ name, client }) => ({
         name,
         ka: openKeepalive(client, { namespace: n, serviceId: "s", schema: "http", host: name, port: 1, ttl }),
