@@ -267,7 +267,8 @@ describe("registry read cache: bounds and late reads", () => {
     // 4,000 expiries in one turn: once, each copied the whole service (about a second here); now a set insertion
     const started = performance.now();
     for (let i = 0; i < 4000; i++) cache.instanceGone("ns", "big", all[2 * i].instanceId);
-    expect(performance.now() - started).toBeLessThan(150);
+    // (~20 ms idle; the bound leaves room for a stalled CI process and still catches the copy per expiry)
+    expect(performance.now() - started).toBeLessThan(500);
     cache.instanceGone("ns", "big", "big@http#not-held#1"); // not in the entry: passed over
     // the earliest left (all[1]) renewed through this store: the entry is current past its old ttl
     cache.renewed("ns", "big", all[1].instanceId, T + 50_000);
