@@ -155,15 +155,18 @@ describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without
     await server?.stop();
   });
 
-  it("the guard bounds its own renewal: Guard Failed within one attempt, UP again once Redis thaws", async () => {
-    // a plain ioredis client: no commandTimeout, so a frozen server would make a renewal wait forever
+  /**
+   * A lease (bounded by its own 300 ms) over a plain ioredis client: no commandTimeout, so a frozen server would make
+   * any request wait forever. `use` runs with it; the client is closed after.
+   */
+  async function withUnboundedClient(name: string, use: (lease: MachineLease, logs: ReturnType<typeof captureLogs>) => Promise<void>): Promise<void> {
     const client = new Redis(server.url, { maxRetriesPerRequest: null });
     client.on("error", () => {});
     try {
       const logs = captureLogs();
       const lease = await MachineLease.acquire({
-        namespace: uniqueNamespace("frozen"),
-        instanceId: "host:frozen",
+        namespace: uniqueNamespace(name),
+        instanceId: `host:${name}`,
         machineBit: 4,
         distributor: redisMachineIdDistributor(client),
         autoRenew: false,
@@ -171,6 +174,14 @@ describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without
         safeGuardMs: 60_000,
         logger: logs.logger,
       });
+      await use(lease, logs);
+    } finally {
+      client.disconnect();
+    }
+  }
+
+  it("the guard bounds its own renewal: Guard Failed within one attempt, UP again once Redis thaws", async () => {
+    await withUnboundedClient("frozen", async (lease, logs) => {
       process.kill(server.pid!, "SIGSTOP"); // the server stops answering but keeps the connection open
       const started = performance.now();
       await lease.renew();
@@ -182,26 +193,11 @@ describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without
       await lease.renew();
       expect(lease.state()).toMatchObject({ status: "UP", lastError: null });
       await lease.revert();
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it("the release at shutdown is bounded too: a frozen Redis logs Revert machine id of [...] failed within one attempt", async () => {
-    const client = new Redis(server.url, { maxRetriesPerRequest: null });
-    client.on("error", () => {});
-    try {
-      const logs = captureLogs();
-      const lease = await MachineLease.acquire({
-        namespace: uniqueNamespace("frozen-revert"),
-        instanceId: "host:frozen-revert",
-        machineBit: 4,
-        distributor: redisMachineIdDistributor(client),
-        autoRenew: false,
-        requestTimeoutMs: 300,
-        safeGuardMs: 60_000,
-        logger: logs.logger,
-      });
+    await withUnboundedClient("frozen-revert", async (lease, logs) => {
       process.kill(server.pid!, "SIGSTOP");
       try {
         const started = performance.now();
@@ -212,8 +208,6 @@ describe.skipIf(inject("redisSkipReason"))("frozen Redis behind a client without
       } finally {
         process.kill(server.pid!, "SIGCONT");
       }
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });

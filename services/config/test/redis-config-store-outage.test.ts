@@ -47,40 +47,44 @@ async function provesCacheClearedOnSubscriptionLoss(store: ConfigStore, raw: Red
   }
 }
 
-describe.skipIf(skip)("Redis config store: outages and lost subscriptions (standalone)", () => {
-  let server: RedisServer;
-  let store: ConfigStore;
-  let raw: Redis;
+/** A standalone Redis of the describe block's own, a config store on it (5 versions kept) and a raw client. */
+function ownStandaloneRedis(): { server: RedisServer; store: ConfigStore; raw: Redis } {
+  const own = {} as { server: RedisServer; store: ConfigStore; raw: Redis };
   beforeAll(async () => {
-    server = await startRedis();
-    store = await createRedisConfigStore(await connectRedis(server.url), { maxVersions: 5 });
-    raw = (await connectRedis(server.url)) as Redis;
+    own.server = await startRedis();
+    own.store = await createRedisConfigStore(await connectRedis(own.server.url), { maxVersions: 5 });
+    own.raw = (await connectRedis(own.server.url)) as Redis;
   });
   afterAll(async () => {
-    await store?.close();
-    raw?.disconnect();
-    await server?.stop();
+    await own.store?.close();
+    own.raw?.disconnect();
+    await own.server?.stop();
   });
+  return own;
+}
+
+describe.skipIf(skip)("Redis config store: outages and lost subscriptions (standalone)", () => {
+  const own = ownStandaloneRedis();
 
   it("clears its cache when its subscription connection drops", async () => {
-    await provesCacheClearedOnSubscriptionLoss(store, raw, [raw]);
+    await provesCacheClearedOnSubscriptionLoss(own.store, own.raw, [own.raw]);
   });
 
   it("rejects every call promptly with StoreUnavailableError while Redis is down, and works again after", async () => {
     const ns = freshNamespace();
-    await setAndAwaitEvent(store, ns, "warm", "cached before the outage");
-    expect((await store.get(ns, "warm"))?.data).toBe("cached before the outage");
+    await setAndAwaitEvent(own.store, ns, "warm", "cached before the outage");
+    expect((await own.store.get(ns, "warm"))?.data).toBe("cached before the outage");
 
-    await server.stop();
+    await own.server.stop();
     const calls: [string, () => Promise<unknown>][] = [
-      ["list", () => store.list(ns)],
-      ["get (cached key)", () => store.get(ns, "warm")],
-      ["get", () => store.get(ns, "other")],
-      ["set", () => store.set(ns, "warm", "new", sha("new"), 2)],
-      ["remove", () => store.remove(ns, "warm", 3)],
-      ["rollback", () => store.rollback(ns, "warm", 1, 4)],
-      ["versions", () => store.versions(ns, "warm")],
-      ["version", () => store.version(ns, "warm", 1)],
+      ["list", () => own.store.list(ns)],
+      ["get (cached key)", () => own.store.get(ns, "warm")],
+      ["get", () => own.store.get(ns, "other")],
+      ["set", () => own.store.set(ns, "warm", "new", sha("new"), 2)],
+      ["remove", () => own.store.remove(ns, "warm", 3)],
+      ["rollback", () => own.store.rollback(ns, "warm", 1, 4)],
+      ["versions", () => own.store.versions(ns, "warm")],
+      ["version", () => own.store.version(ns, "warm", 1)],
     ];
     for (const [name, run] of calls) {
       const started = Date.now();
@@ -90,20 +94,20 @@ describe.skipIf(skip)("Redis config store: outages and lost subscriptions (stand
       );
       expect(err, name).toBeInstanceOf(StoreUnavailableError);
       expect((err as Error).message, name).toMatch(
-        new RegExp(`^Redis at 127\\.0\\.0\\.1:${server.port} is unavailable \\(.+\\): (nothing was written; )?retry when it is back$`),
+        new RegExp(`^Redis at 127\\.0\\.0\\.1:${own.server.port} is unavailable \\(.+\\): (nothing was written; )?retry when it is back$`),
       );
       expect(Date.now() - started, name).toBeLessThan(2000);
     }
 
-    await server.start(); // an empty server on the same port
+    await own.server.start(); // an empty server on the same port
     await expect
-      .poll(() => store.set(ns, "probe", "p", sha("p"), 5).then(() => true, () => false), { timeout: 10_000, interval: 100 })
+      .poll(() => own.store.set(ns, "probe", "p", sha("p"), 5).then(() => true, () => false), { timeout: 10_000, interval: 100 })
       .toBe(true);
     // The pre-outage value must not come back from the cache: the restarted server has no such config.
-    await expect.poll(() => store.get(ns, "warm"), { timeout: 3000 }).toBeUndefined();
-    expect(await store.list(ns)).toEqual(["probe"]);
-    await setAndAwaitEvent(store, ns, "warm", "after the outage"); // events flow again
-    expect((await store.get(ns, "warm"))?.data).toBe("after the outage");
+    await expect.poll(() => own.store.get(ns, "warm"), { timeout: 3000 }).toBeUndefined();
+    expect(await own.store.list(ns)).toEqual(["probe"]);
+    await setAndAwaitEvent(own.store, ns, "warm", "after the outage"); // events flow again
+    expect((await own.store.get(ns, "warm"))?.data).toBe("after the outage");
   });
 });
 
@@ -133,38 +137,26 @@ describe.skipIf(skip)("Redis config store: lost subscription on a Cluster", () =
  * it changed anything: a store outage whose write was not applied (503 "nothing was written"), never a bug (500).
  */
 describe.skipIf(skip)("Redis config store: a server that refuses writes", () => {
-  let server: RedisServer;
-  let store: ConfigStore;
-  let raw: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    store = await createRedisConfigStore(await connectRedis(server.url), { maxVersions: 5 });
-    raw = (await connectRedis(server.url)) as Redis;
-  });
-  afterAll(async () => {
-    await store?.close();
-    raw?.disconnect();
-    await server?.stop();
-  });
+  const own = ownStandaloneRedis();
 
   const refusals: [string, () => Promise<unknown>, () => Promise<unknown>][] = [
-    ["full (maxmemory, noeviction)", () => raw.config("SET", "maxmemory", "1"), () => raw.config("SET", "maxmemory", "0")],
-    ["a read-only replica", () => raw.config("SET", "min-replicas-to-write", "0").then(() => raw.call("REPLICAOF", "127.0.0.1", "1")), () => raw.call("REPLICAOF", "NO", "ONE")],
-    ["short of replicas (min-replicas-to-write)", () => raw.config("SET", "min-replicas-to-write", "1"), () => raw.config("SET", "min-replicas-to-write", "0")],
+    ["full (maxmemory, noeviction)", () => own.raw.config("SET", "maxmemory", "1"), () => own.raw.config("SET", "maxmemory", "0")],
+    ["a read-only replica", () => own.raw.config("SET", "min-replicas-to-write", "0").then(() => own.raw.call("REPLICAOF", "127.0.0.1", "1")), () => own.raw.call("REPLICAOF", "NO", "ONE")],
+    ["short of replicas (min-replicas-to-write)", () => own.raw.config("SET", "min-replicas-to-write", "1"), () => own.raw.config("SET", "min-replicas-to-write", "0")],
   ];
   for (const [name, refuse, allow] of refusals) {
     it(`${name}: every write fails as unavailable, nothing written; reads go on`, async () => {
       const ns = freshNamespace();
-      await store.set(ns, "app", "v1", sha("v1"), 1);
-      await store.set(ns, "app", "v2", sha("v2"), 2);
-      await raw.config("SET", "maxmemory-policy", "noeviction");
+      await own.store.set(ns, "app", "v1", sha("v1"), 1);
+      await own.store.set(ns, "app", "v2", sha("v2"), 2);
+      await own.raw.config("SET", "maxmemory-policy", "noeviction");
       await refuse();
       try {
         const writes: [string, () => Promise<unknown>][] = [
-          ["set", () => store.set(ns, "app", "v3", sha("v3"), 3)],
-          ["create", () => store.create(ns, "new", "n", sha("n"), 3)],
-          ["rollback", () => store.rollback(ns, "app", 1, 3)],
-          ["remove", () => store.remove(ns, "app", 3)],
+          ["set", () => own.store.set(ns, "app", "v3", sha("v3"), 3)],
+          ["create", () => own.store.create(ns, "new", "n", sha("n"), 3)],
+          ["rollback", () => own.store.rollback(ns, "app", 1, 3)],
+          ["remove", () => own.store.remove(ns, "app", 3)],
         ];
         for (const [op, run] of writes) {
           const err = await run().then(
@@ -174,13 +166,13 @@ describe.skipIf(skip)("Redis config store: a server that refuses writes", () => 
           expect(err, op).toBeInstanceOf(StoreUnavailableError);
           expect((err as Error).message, op).toMatch(/nothing was written/);
         }
-        expect(await store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
+        expect(await own.store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
       } finally {
         await allow();
       }
-      expect(await store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
-      expect((await store.versions(ns, "app")).map((v) => v.version)).toEqual([1]);
-      expect(await store.get(ns, "new")).toBeUndefined();
+      expect(await own.store.get(ns, "app")).toMatchObject({ data: "v2", version: 2 });
+      expect((await own.store.versions(ns, "app")).map((v) => v.version)).toEqual([1]);
+      expect(await own.store.get(ns, "new")).toBeUndefined();
     });
   }
 });
