@@ -41,20 +41,19 @@ export async function importEntries(
     if (opts.signal.aborted) throw canceled();
     let writing = false;
     try {
+      // overwrite: the look tells "created" from "updated" in the row; what is stored is the write's to decide
+      const existing = policy === "skip" ? undefined : await store.get(namespace, configId);
       // Indexed before each write, not once per import (cached: no store call): a namespace deleted part way is
       // listed again by the entries written after it.
+      await opts.indexed?.();
+      writing = true;
       if (policy === "skip") {
         // Whether the config exists is decided by the write itself: a look first, then a write, replaced a config
         // that another client wrote in between (its acknowledged PUT overwritten by an import told to leave it).
-        await opts.indexed?.();
-        writing = true;
         const created = await store.create(namespace, configId, data, opts.hash(data), opts.now());
         if (created) succeeded++;
         results.push(created ? row(configId, "created") : row(configId, "skipped", "exists (use policy=overwrite to replace it)"));
       } else {
-        const existing = await store.get(namespace, configId);
-        await opts.indexed?.();
-        writing = true;
         const { changed } = await store.set(namespace, configId, data, opts.hash(data), opts.now());
         if (changed) succeeded++;
         results.push(row(configId, !existing ? "created" : changed ? "updated" : "unchanged"));

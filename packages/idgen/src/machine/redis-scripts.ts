@@ -44,8 +44,8 @@ end
  * guard hash count with the claimant's T.
  */
 const HOLDER_GUARD = `
-local function holderGuard(field, safeGuard)
-  return math.max(tonumber(redis.call('HGET', KEYS[5], field)) or safeGuard, safeGuard)
+local function holderGuard(entryGuard, safeGuard)
+  return math.max(tonumber(entryGuard) or safeGuard, safeGuard)
 end
 `;
 
@@ -88,7 +88,7 @@ local own = redis.call('HGET', KEYS[1], instance)
 if own then
   local id, leaseAt, stamp = parse(own)
   if redis.call('HGET', KEYS[4], instance) == owner then return hold(id, stamp) end
-  local t = holderGuard(instance, safeGuard)
+  local t = holderGuard(redis.call('HGET', KEYS[5], instance), safeGuard)
   if id <= maxId and leaseAt <= now - t then return hold(id, staleStamp(stamp, t)) end
   key = instance .. '#' .. owner
   local again = redis.call('HGET', KEYS[1], key)
@@ -127,9 +127,12 @@ end
 -- 4. recycle the stalest lease not renewed for its holder's safe-guard duration (Redis clock). Its owner may have
 --    issued ids until its stop rule fired, T - min(10 s, T/10) after its last renewal: the next owner must start after that.
 local staleField, staleId, staleAt, staleStampValue, staleGuard
+local guards = {} -- read once, not one HGET per lease
+local guardPairs = redis.call('HGETALL', KEYS[5])
+for i = 1, #guardPairs, 2 do guards[guardPairs[i]] = guardPairs[i + 1] end
 for i = 1, #all, 2 do
   local id, leaseAt, stamp = parse(all[i + 1])
-  local t = holderGuard(all[i], safeGuard)
+  local t = holderGuard(guards[all[i]], safeGuard)
   if id <= maxId and leaseAt <= now - t and (staleAt == nil or leaseAt < staleAt) then
     staleField = all[i]; staleId = id; staleAt = leaseAt; staleStampValue = stamp; staleGuard = t
   end
