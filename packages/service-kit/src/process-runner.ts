@@ -299,7 +299,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
           throw err instanceof ConnectError ? err : toConnectError(err, logger);
         }
       };
-      interceptors.splice(interceptors.length - 1, 0, guardFailures, ...guard.interceptors);
+      // With security off the guard has no interceptors, and nothing of its own to fail: no layer (one await per call).
+      if (guard.interceptors.length > 0) interceptors.splice(interceptors.length - 1, 0, guardFailures, ...guard.interceptors);
       notices.push(...(guard.notices ?? []));
       internalHeaders = guard.internalHeaders;
     }

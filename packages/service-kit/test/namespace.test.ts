@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { checkNamespace, checkNewNamespace } from "../src/index.js";
+import { checkNamespace, checkNewNamespace, invisibleCharacterIn } from "../src/index.js";
 
 const strict = { requireHashTag: true };
 const rejects = (ns: string, rule = strict) => {
@@ -55,6 +55,10 @@ describe("namespace rule (contract §2)", () => {
     }
     // a joiner or selector outside an emoji does not show
     for (const ns of ["{team-\u{1f468}\u200d}", "{dev\u200d\u{1f468}}", "{dev\ufe0f}"]) rejectsNew(ns);
+    // printable ASCII has nothing to find (its fast path); DEL and C0 controls just outside it are still found
+    expect(invisibleCharacterIn(" {a-z_~}!")).toBeUndefined();
+    expect(invisibleCharacterIn("{dev}\u007f")).toBe("U+007F");
+    expect(invisibleCharacterIn("{dev}\u001f")).toBe("U+001F");
     // a namespace created with one before the rule can still be read, renewed into, exported and deleted
     expect(() => checkNamespace("{dev}\u200b", strict)).not.toThrow();
   });
