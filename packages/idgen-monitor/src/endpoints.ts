@@ -1,8 +1,34 @@
-import { IdGenError, SHARE, type IdGen, type IdGenerator } from "@gov/idgen";
+import { ClockTooManyBackwardsException, IdGenError, MachineIdLostException, SHARE, type IdGen, type IdGenerator, type TickSequencer } from "@gov/idgen";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthorizeManagement } from "./authorize.js";
+import { leaseStopped } from "./health.js";
 import { idsUnavailableMessage } from "./request-ids.js";
 import type { MonitorEndpoint } from "./settings.js";
+
+/** The operations' answers (ids, and refusals through {@link refuse}): what GET and HEAD both send. */
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** A HEAD answer's body is dropped; a refusal's Content-Length stays GET's (what Fastify's own HEAD routes do). */
+const withoutBody = async (_req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+  if (typeof payload === "string" || Buffer.isBuffer(payload)) void reply.header("content-length", String(Buffer.byteLength(payload)));
+  return null;
+};
+
+/**
+ * Why a generator refuses every id for now, read from its state without generating one (for HEAD): a time-based
+ * generator (Snowflake, composite) whose machine-id lease was lost or released, or whose clock stands further behind
+ * its last timestamp than it waits out — GET answers 503 then. Passing states that GET waits out (a segment chain's
+ * prefetch, a short clock step, a lease being confirmed) are not refusals.
+ */
+function lastingRefusal(idgen: IdGen, g: IdGenerator): IdGenError | undefined {
+  const sequencer = (g as { sequencer?: TickSequencer }).sequencer;
+  if (!sequencer) return undefined;
+  const lease = idgen.lease?.state();
+  if (leaseStopped(lease)) return new MachineIdLostException(lease!.lastError ?? `the machine id ${lease!.machineId} of namespace ${lease!.namespace} is no longer held`);
+  const behind = sequencer.behindMs?.();
+  if (behind !== undefined && behind > sequencer.brokenThresholdMs) return new ClockTooManyBackwardsException(behind, sequencer.brokenThresholdMs, sequencer.lastTimestamp);
+  return undefined;
+}
 
 /** Most ids one operation call returns (`?count=`): bounded before any work. */
 export const MAX_COUNT = 1000;
@@ -15,8 +41,10 @@ export interface EndpointOptions {
 }
 
 type Params = { name?: string };
+/** The generator method an operation calls (undefined once it refused the generator: 400); it generates nothing itself. */
+type Produce = (g: IdGenerator, name: string, reply: FastifyReply) => (() => string | bigint | number) | undefined;
 
-const refuse = (reply: FastifyReply, status: number, code: string, message: string) => reply.status(status).type("application/json").send({ code, message });
+const refuse = (reply: FastifyReply, status: number, code: string, message: string) => reply.status(status).type(JSON_TYPE).send({ code, message });
 
 /** 401 without credentials that mean anything, 403 for a known caller who is not an admin; true when the caller is an admin. */
 async function requireAdmin(req: FastifyRequest, reply: FastifyReply, authorize: AuthorizeManagement): Promise<boolean> {
@@ -79,16 +107,26 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
     const converter = waits.converter;
     return converter ? async () => converter.asString(await nextIdAsync()) : undefined;
   };
-  const operation = (path: string, numeric: boolean, produce: (g: IdGenerator, name: string, reply: FastifyReply) => (() => string | bigint | number) | undefined) => {
+  /** Checks shared by GET and HEAD, in GET's order; undefined once it has answered (401/403, 400, 404). */
+  const admit = async (
+    req: FastifyRequest<{ Params: Params; Querystring: { count?: string } }>,
+    reply: FastifyReply,
+    produce: Produce,
+  ) => {
+    if (!(await requireAdmin(req, reply, o.authorize))) return undefined;
+    const count = parseCount(req.query.count);
+    if (typeof count === "string") return void refuse(reply, 400, "invalid_argument", count);
+    const name = req.params.name ?? SHARE;
+    const generator = registry.find(name);
+    if (!generator) return void notFound(reply, name);
+    const next = produce(generator, name, reply); // picks the method: nothing is generated until it is called
+    return next && { count, generator, next };
+  };
+  const operation = (path: string, numeric: boolean, produce: Produce) => {
     const handler = async (req: FastifyRequest<{ Params: Params; Querystring: { count?: string } }>, reply: FastifyReply) => {
-      if (!(await requireAdmin(req, reply, o.authorize))) return reply;
-      const count = parseCount(req.query.count);
-      if (typeof count === "string") return refuse(reply, 400, "invalid_argument", count);
-      const name = req.params.name ?? SHARE;
-      const generator = registry.find(name);
-      if (!generator) return notFound(reply, name);
-      const next = produce(generator, name, reply);
-      if (!next) return reply;
+      const admitted = await admit(req, reply, produce);
+      if (!admitted) return reply;
+      const { count, generator, next } = admitted;
       // A segment chain that ran dry, or a clock that stepped back, makes nextId() refuse at once rather than block;
       // an operation can wait, as nextIdAsync() does (a count of 1000 is more than a chain of step 10 holds) — for
       // string ids too, through the generator's converter (they were answered 503 while Redis was healthy).
@@ -104,14 +142,29 @@ export function mountIdgenEndpoints(app: FastifyInstance, o: EndpointOptions): v
           }
         }
         // one id: the bare JSON string (64-bit ids do not fit a JSON number); with ?count=: an array of them
-        return req.query.count === undefined ? reply.type("application/json").send(JSON.stringify(ids[0])) : ids;
+        return reply.type(JSON_TYPE).send(JSON.stringify(req.query.count === undefined ? ids[0] : ids));
       } catch (err) {
         if (!(err instanceof IdGenError)) throw err;
         return refuse(reply, 503, "unavailable", idsUnavailableMessage(err));
       }
     };
-    app.get(`/actuator/${path}`, handler);
-    app.get(`/actuator/${path}/:name`, handler);
+    // HEAD must be safe (RFC 9110 §9.3.2). Fastify's automatic HEAD route runs the GET handler and drops the body:
+    // every uptime check or load-balancer probe sent with HEAD issued ids (with ?count=, up to 1000 of them, and a
+    // segment chain moved on). HEAD runs GET's checks (401/403, 400, 404, and a generator that refuses every id for
+    // now: 503) and answers GET's status and content type without generating. Its 200 has no Content-Length: the
+    // length is that of ids not generated (a Snowflake id's digits, a count's array), which RFC 9110 lets a HEAD leave
+    // out; a refusal's body is known, so it keeps GET's Content-Length.
+    const head = async (req: FastifyRequest<{ Params: Params; Querystring: { count?: string } }>, reply: FastifyReply) => {
+      const admitted = await admit(req, reply, produce);
+      if (!admitted) return reply;
+      const refusal = lastingRefusal(o.idgen, admitted.generator);
+      if (refusal) return refuse(reply, 503, "unavailable", idsUnavailableMessage(refusal));
+      return reply.status(200).type(JSON_TYPE).send();
+    };
+    for (const url of [`/actuator/${path}`, `/actuator/${path}/:name`]) {
+      app.route({ method: "GET", url, exposeHeadRoute: false, handler });
+      app.route({ method: "HEAD", url, onSend: withoutBody, handler: head });
+    }
   };
   if (o.exposure.includes("idgenGenerator")) {
     operation("idgenGenerator", true, (g, name, reply) => {
