@@ -328,7 +328,9 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     ...(monitor ? [{ name: "idgen", health: monitor.readiness }] : []),
   ]);
   const requestTimeoutMs = settings.requestTimeout;
-  const connectOptions = { routes, interceptors, logger, readMaxBytes, readMaxBytesSetting: limitSetting, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies };
+  // Where HTTP/1.1 requests go, for the gRPC listener to tell one that came to it: known once listen() has the address.
+  let http1Listener: { url: string; serves: string } | undefined;
+  const connectOptions = { routes, interceptors, logger, readMaxBytes, readMaxBytesSetting: limitSetting, requestTimeoutMs, serving: readiness, corsOrigins: settings.corsOrigins, trustedProxies: settings.trustedProxies, http1Listener: () => http1Listener };
   let http: FastifyInstance;
   let grpc: FastifyInstance | undefined;
   let management: FastifyInstance;
@@ -463,6 +465,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       await on(management, overrides.managementPort, ports.managementPort, listenerSettings.managementPort);
       readiness.watch(options.healthIntervalMs ?? 5000);
       const urlOf = (app: FastifyInstance) => `http://${shownHost(host)}:${(app.server.address() as { port: number }).port}`;
+      http1Listener = { url: urlOf(http), serves: options.gateway ? "REST, Connect and gRPC-Web" : "Connect and gRPC-Web" };
       return { url: urlOf(http), grpcUrl: grpc ? urlOf(grpc) : undefined, managementUrl: urlOf(management) };
     },
     shutdown: () => (stopping ??= shutdown()),

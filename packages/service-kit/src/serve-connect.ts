@@ -1,3 +1,4 @@
+import type { Http2Server } from "node:http2";
 import type { ConnectRouter, Interceptor } from "@connectrpc/connect";
 import { fastifyConnectPlugin } from "@connectrpc/connect-fastify";
 import { Health } from "@gov/api/gen/health/v1/health_pb";
@@ -8,6 +9,7 @@ import { logListening, quietFastifyLogging } from "./fastify-logging.js";
 import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js";
 import { reflectionRoutes } from "./grpc/reflection.js";
 import { refuseFullDuplexOnHttp1 } from "./grpc/full-duplex.js";
+import { answerHttp1OnH2c, type Http1Listener } from "./grpc/http1-on-h2c.js";
 import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { refuseExpiredDeadlines } from "./expired-deadline.js";
@@ -36,6 +38,8 @@ export interface ConnectRoutesOptions {
   corsOrigins?: readonly string[];
   /** `gov.security.trusted-proxies`: whose `x-forwarded-for` is believed (else it is replaced by the peer's address). */
   trustedProxies?: readonly string[];
+  /** On an h2c listener: the process's HTTP/1.1 listener, which a plain HTTP/1.1 request sent here is told to use. */
+  http1Listener?: Http1Listener;
 }
 
 export interface ServeConnectOptions extends ConnectRoutesOptions {
@@ -92,6 +96,8 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   });
   logListening(app as unknown as FastifyInstance, options.logger);
   if (!http2) refuseUnknownExpectations((app as unknown as FastifyInstance).server);
+  // HTTP/1.1 sent here (curl without --http2-prior-knowledge) is told where to go, in the contract's shape.
+  else answerHttp1OnH2c(app.server as unknown as Http2Server, { http1Listener: options.http1Listener, timeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms });
   // Health watches end when the listener closes, so probes reconnect elsewhere instead of holding shutdown up.
   const closing = new AbortController();
   app.addHook("preClose", (done) => {
@@ -187,7 +193,7 @@ const urlOf = (app: FastifyInstance, host: string) => `http://${host}:${(app.ser
 export async function serveConnect(options: ServeConnectOptions): Promise<ConnectServer> {
   const host = options.host ?? "127.0.0.1";
   const h1 = await connectApp(options, false);
-  const h2 = await connectApp(options, true);
+  const h2 = await connectApp({ http1Listener: () => (h1.server.listening ? { url: urlOf(h1, host), serves: "Connect and gRPC-Web" } : undefined), ...options }, true);
   await h1.listen({ port: options.port, host });
   await h2.listen({ port: options.grpcPort, host });
   return {
