@@ -363,6 +363,8 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   for (const app of [http, grpc]) if (app) admitInTurns(app.server as never);
   if (settings.logAccess) for (const app of [http, grpc]) if (app) logAccess(app, logger);
   const sessions = grpc ? trackOpen<Http2Session>(grpc.server as unknown as Http2Server, "session") : new Set<Http2Session>();
+  // Their sockets too: what the grace's end cuts (see shutdown).
+  const grpcSockets = grpc ? trackOpen<Socket>(grpc.server as unknown as NetServer, "connection") : new Set<Socket>();
   const h2Calls = grpc ? trackH2Calls(grpc.server as unknown as Http2Server, impls) : new Set<ServerHttp2Stream>();
   const connections = trackOpen<Socket>(http.server as unknown as NetServer, "connection");
 
@@ -416,8 +418,11 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
     if (!drained) {
       logger.warn({ graceMs: settings.shutdownGrace, inflight: drain.inflight() }, "shutdown grace period over: closing the remaining connections");
       // A GOAWAY'd session lives until its client closes its side of every stream; one that never does would hold
-      // close() forever (Node does not end h2 sessions on server close). Past the grace, they are cut.
+      // close() forever (Node does not end h2 sessions on server close). Past the grace, they are cut — and their
+      // sockets with them: Node's destroy() of a session already closed only ends its socket and waits for the
+      // client's FIN, so a client that neither reads nor closes held the process up for ever.
       for (const session of sessions) session.destroy();
+      for (const socket of grpcSockets) socket.destroy();
     }
     await Promise.all([http.close(), grpc?.close()]);
     readiness.stop();

@@ -171,6 +171,27 @@ describe("a gRPC port's shutdown", () => {
     silent.destroy();
     expect(Date.now() - started).toBeLessThan(2000);
   }, 10_000);
+
+  it("ends at the grace's end with an HTTP/2 client that neither reads nor closes", async () => {
+    const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "1s" } }, logger });
+    const urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+    const { hostname, port } = new URL(urls.grpcUrl!);
+    const stuck = connect(Number(port), hostname);
+    stuck.on("error", () => {});
+    await new Promise((r) => stuck.once("connect", r));
+    // the preface and an empty SETTINGS frame; once the server's SETTINGS came (its session is made), it reads
+    // nothing more and never closes its side
+    const settings = new Promise((r) => stuck.once("data", r));
+    stuck.write(Buffer.concat([Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1"), Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0])]));
+    await settings;
+    stuck.pause();
+    const started = Date.now();
+    // before the fix: Node's destroy() of the GOAWAY'd session only ended its socket and waited for this client's FIN
+    const outcome = await Promise.race([proc.shutdown().then(() => "stopped"), new Promise((r) => setTimeout(r, 8000, "still running"))]);
+    stuck.destroy();
+    expect(outcome).toBe("stopped");
+    expect(Date.now() - started).toBeLessThan(6000); // the 1 s grace, then the cleanup
+  }, 15_000);
 });
 
 describe("serveConnect's gRPC port", () => {
