@@ -20,6 +20,22 @@ async function handledByServer(gateway: RegistryGateway): Promise<Map<string, nu
   return counts;
 }
 
+/**
+ * The longest time this process's event loop went without a turn, from now until stop(): a stalled test process (CI's
+ * two loaded cores stall it past 500 ms), which holds up every timer and every read in it — the registry's and the
+ * clients' alike.
+ */
+function loopGaps(): { longest(): number; stop(): void } {
+  let last = performance.now();
+  let longest = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    longest = Math.max(longest, now - last);
+    last = now;
+  }, 20);
+  return { longest: () => Math.max(longest, performance.now() - last), stop: () => clearInterval(timer) };
+}
+
 const grown = (before: Map<string, number>, after: Map<string, number>) =>
   Object.fromEntries([...after].filter(([method, n]) => n > (before.get(method) ?? 0)).map(([method, n]) => [method, n - (before.get(method) ?? 0)]));
 
@@ -33,7 +49,7 @@ for (const target of storeTargets()) {
     const children: ChildProcess[] = [];
 
     /** A client whose unary and keepalive calls are counted (on the real transports) and whose events are recorded. */
-    const client = (options: { serviceId: string; namespace: string; ttlMs?: number; keepalive?: boolean }) => {
+    const client = (options: { serviceId: string; namespace: string; ttlMs?: number; renewEveryMs?: number; keepalive?: boolean }) => {
       const counted = countingTransport(createConnectTransport({ baseUrl: url, httpVersion: "1.1" }));
       const countedH2 = countingTransport(createConnectTransport({ baseUrl: grpcUrl, httpVersion: "2" }));
       const c = createRegistryClient({ transport: counted.transport, ...options, keepalive: options.keepalive ? { transport: countedH2.transport } : undefined });
@@ -57,7 +73,10 @@ for (const target of storeTargets()) {
 
     it("keeps the instance alive past several TTLs with the stream open and no renew calls; close() ends it and deregisters", async () => {
       const namespace = ns("ka-");
-      const ttlMs = 1000;
+      // 1.5 s, not 1 s: the registry renewing every third of it runs in this process, and its next tick is armed only
+      // once a renewal's write is answered: a stall of the process there past 667 ms outlasts a 1 s ttl for real.
+      const ttlMs = 1500;
+      const gaps = loopGaps();
       const a = client({ serviceId: "order", namespace, ttlMs, keepalive: true });
       const registration = await a.c.register({ schema: "http", host: "10.0.0.1", port: 8080, metadata: { zone: "a" } });
       const registeredAt = Date.now();
@@ -65,8 +84,8 @@ for (const target of storeTargets()) {
       const b = client({ serviceId: "checkout", namespace });
       expect((await b.c.instances("order")).map((i) => [i.instanceId, i.metadata])).toEqual([["order@http#10.0.0.1#8080", { zone: "a" }]]);
 
-      // The server renews about three times per TTL and answers each: wait for 3.5 TTLs' worth of renewals.
-      await vi.waitFor(() => expect(Date.now() - registeredAt > 3.5 * ttlMs && a.count("renewed") >= 9).toBe(true), { timeout: 15_000, interval: 50 });
+      // The server renews about three times per TTL and answers each: wait for three TTLs and 8 renewals (of 9 due).
+      await vi.waitFor(() => expect(Date.now() - registeredAt > 3 * ttlMs && a.count("renewed") >= 8).toBe(true), { timeout: 20_000, interval: 50 });
       expect(await listed(namespace, "order")).toEqual(["order@http#10.0.0.1#8080"]);
       expect((await b.c.instances("order")).map((i) => i.instanceId)).toEqual(["order@http#10.0.0.1#8080"]);
       // b's cache never lost it: every change event holds it (the first state, then its renewals: no expiry).
@@ -74,7 +93,14 @@ for (const target of storeTargets()) {
       expect(states.length).toBeGreaterThanOrEqual(1);
       expect(states.every((ids) => ids.length === 1 && ids[0] === "order@http#10.0.0.1#8080")).toBe(true);
       expect(b.count("watch-failed")).toBe(0);
-      expect(a.count("renew-failed")).toBe(0);
+      // One stream all along: never failed, never opened again. The client reports "retrying" when no renewal came for
+      // two of the registry's intervals; a stall of this process longer than one interval holds a renewal up in both
+      // (the registry's tick and the client's read fire together after it), so those reports count only without one.
+      gaps.stop();
+      expect(a.count("re-registered")).toBe(0);
+      const failed = a.events.flatMap((e) => (e.type === "renew-failed" ? [e.error.message] : []));
+      expect(failed.filter((m) => !/has reported no renewal for 1000 ms/.test(m))).toEqual([]);
+      if (gaps.longest() < ttlMs / 3) expect(failed).toEqual([]);
       // No timer in the client: not one unary call from a, one keepalive stream.
       expect(a.log.calls).toEqual([]);
       expect(a.h2Log.calls.map((c) => c.method)).toEqual(["Keepalive"]);
@@ -84,7 +110,7 @@ for (const target of storeTargets()) {
       expect(registration.state).toBe("closed");
       expect(a.events.at(-1)).toEqual({ type: "deregistered", instanceId: "order@http#10.0.0.1#8080" });
       expect(a.log.calls.map((c) => c.method)).toEqual(["DeregisterInstance"]);
-      await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 2000, interval: 10 });
+      await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 5000, interval: 10 });
     }, 30_000);
 
     it("a keepalive process killed with SIGKILL: another client's cache drops it one TTL later", async () => {
@@ -97,15 +123,18 @@ for (const target of storeTargets()) {
       const b = client({ serviceId: "checkout", namespace });
       expect((await b.c.instances("worker")).map((i) => i.instanceId)).toEqual([instanceId]);
       const exited = new Promise((resolve) => child.once("exit", resolve));
+      // Timed from before the kill: this process (the registry's too) learns of the exit and of the broken stream only
+      // once it turns again, and a stall in between would have moved the start later than the server's last renewal.
+      const killedAt = Date.now();
       child.kill("SIGKILL");
       await exited;
-      const killedAt = Date.now();
       await vi.waitFor(async () => expect(await b.c.instances("worker")).toEqual([]), { timeout: ttlMs * 4, interval: 10 });
       const gone = Date.now() - killedAt;
       // The server renews once when the stream breaks and the instance expires one TTL after that: not at once, and
-      // not later than one TTL plus the time to notice the broken connection.
+      // not later than one TTL plus the time to notice the broken connection, with room for a stall of this process
+      // (the registry's expiry and b's poll run in it).
       expect(gone).toBeGreaterThanOrEqual(0.9 * ttlMs);
-      expect(gone).toBeLessThan(ttlMs + 1000);
+      expect(gone).toBeLessThan(ttlMs + 2500);
       expect(heldUntilExpired(b.events, instanceId)).toBe(true); // the cache learnt the expiry from the stream
       expect(b.log.calls.map((c) => c.method)).toEqual(["WatchInstances"]);
     }, 40_000);
@@ -119,14 +148,16 @@ for (const target of storeTargets()) {
 
     it("renew mode: in steady state the server handles renewals only, however often the cache is read", async () => {
       const namespace = ns("poll-");
-      const ttlMs = 1000;
-      const a = client({ serviceId: "order", namespace, ttlMs });
+      // Renewed every 333 ms as before, on a ttl of 1.5 s, not 1 s: the client's renewal timer (armed once a renewal is
+      // answered) and the registry run in this process, and a stall of it past 667 ms there outlasts a 1 s ttl: the
+      // instance expires between renewals and is registered again (RegisterInstance: not the steady state).
+      const a = client({ serviceId: "order", namespace, ttlMs: 1500, renewEveryMs: 333 });
       await a.c.register({ schema: "http", host: "10.0.0.2", port: 80 });
       const b = client({ serviceId: "checkout", namespace });
       expect((await b.c.instances("order")).length).toBe(1);
       const before = await handledByServer(gateway);
       const renewedBefore = a.count("renewed");
-      // Two TTLs' worth of renewals while b reads its cache constantly.
+      // Six renewals (two seconds) while b reads its cache constantly.
       let reads = 0;
       await vi.waitFor(
         async () => {
