@@ -79,19 +79,29 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
   /** Reads the stream's renewals until it ends; undefined when it ended because close() asked it to. */
   const follow = async (s: KeepaliveStream): Promise<ConnectError | undefined> => {
     let overdue: NodeJS.Timeout | undefined;
+    let renewals = 0;
+    let ended = false;
     const expectRenewal = () => {
       clearTimeout(overdue);
+      const seen = renewals;
       overdue = setTimeout(() => {
-        state = "retrying";
-        const error = new ConnectError(`the registry has reported no renewal for ${overdueMs} ms (two of its intervals): its store may be unreachable; it keeps trying while the stream is open`, Code.Unavailable);
-        emit({ type: "renew-failed", instanceId, error, retryInMs: overdueMs / 2 });
-        expectRenewal();
+        // Decided after this turn's reads (the check phase comes after the poll phase): when this process itself
+        // stalled past the timer (a long synchronous task, a GC pause), the renewals that came meanwhile wait unread in
+        // its socket — they are read first, and the registry is not blamed for this process's silence.
+        setImmediate(() => {
+          if (ended || renewals !== seen) return;
+          state = "retrying";
+          const error = new ConnectError(`the registry has reported no renewal for ${overdueMs} ms (two of its intervals): its store may be unreachable; it keeps trying while the stream is open`, Code.Unavailable);
+          emit({ type: "renew-failed", instanceId, error, retryInMs: overdueMs / 2 });
+          expectRenewal();
+        }).unref();
       }, overdueMs);
       overdue.unref();
     };
     expectRenewal();
     try {
       for (let m = await s.answers.next(); !m.done; m = await s.answers.next()) {
+        renewals++;
         expectRenewal();
         state = "registered";
         emit({ type: "renewed", instanceId, ...(m.value.ttlAt ? { ttlAt: timestampDate(m.value.ttlAt) } : {}) });
@@ -100,6 +110,7 @@ export async function startKeepaliveRegistration(deps: KeepaliveRegistrationDeps
     } catch (e) {
       return stop.signal.aborted ? undefined : ConnectError.from(e);
     } finally {
+      ended = true;
       clearTimeout(overdue);
       s.end();
     }

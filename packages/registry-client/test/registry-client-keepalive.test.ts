@@ -1,4 +1,5 @@
 import type { ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { RegistryService } from "@gov/api/gen/gov/registry/v1/registry_pb";
@@ -112,6 +113,15 @@ for (const target of storeTargets()) {
       expect(a.log.calls.map((c) => c.method)).toEqual(["DeregisterInstance"]);
       await vi.waitFor(async () => expect(await b.c.instances("order")).toEqual([]), { timeout: 5000, interval: 10 });
     }, 30_000);
+
+    it("a keepalive process that stalls itself past two renewal intervals does not report the registry's renewals missing", async () => {
+      // The registry (here, not stalled) renews every 400 ms; the child blocks its loop 2 s, then reads what came meanwhile.
+      const { child } = await spawnRegisteredChild({ REGISTRY_URL: url, REGISTRY_KEEPALIVE_URL: grpcUrl, REGISTRY_NAMESPACE: ns("kastall-"), REGISTRY_SERVICE: "worker", REGISTRY_TTL_MS: "1200", REGISTRY_STALL_MS: "2000" });
+      children.push(child);
+      const line = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once("line", resolve));
+      // before: its overdue timer fired first after the stall and reported "no renewal for 800 ms" (renew-failed=1)
+      expect(line).toMatch(/^after-stall renew-failed=0 renewed=[1-9]/);
+    }, 20_000);
 
     it("a keepalive process killed with SIGKILL: another client's cache drops it one TTL later", async () => {
       const namespace = ns("kakill-");
