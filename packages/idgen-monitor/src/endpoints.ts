@@ -1,7 +1,7 @@
-import { ClockTooManyBackwardsException, IdGenError, MachineIdLostException, SHARE, type IdGen, type IdGenerator, type TickSequencer } from "@gov/idgen";
+import { ClockTooManyBackwardsException, IdGenError, MachineIdLostException, SHARE, type IdGen, type IdGenerator } from "@gov/idgen";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AuthorizeManagement } from "./authorize.js";
-import { leaseStopped } from "./health.js";
+import { behindPastThreshold, leaseStopped, sequencerOf } from "./health.js";
 import { idsUnavailableMessage } from "./request-ids.js";
 import type { MonitorEndpoint } from "./settings.js";
 
@@ -21,12 +21,12 @@ const withoutBody = async (_req: FastifyRequest, reply: FastifyReply, payload: u
  * prefetch, a short clock step, a lease being confirmed) are not refusals.
  */
 function lastingRefusal(idgen: IdGen, g: IdGenerator): IdGenError | undefined {
-  const sequencer = (g as { sequencer?: TickSequencer }).sequencer;
+  const sequencer = sequencerOf(g);
   if (!sequencer) return undefined;
   const lease = idgen.lease?.state();
   if (leaseStopped(lease)) return new MachineIdLostException(lease!.lastError ?? `the machine id ${lease!.machineId} of namespace ${lease!.namespace} is no longer held`);
-  const behind = sequencer.behindMs?.();
-  if (behind !== undefined && behind > sequencer.brokenThresholdMs) return new ClockTooManyBackwardsException(behind, sequencer.brokenThresholdMs, sequencer.lastTimestamp);
+  const behind = behindPastThreshold(sequencer);
+  if (behind !== undefined) return new ClockTooManyBackwardsException(behind, sequencer.brokenThresholdMs, sequencer.lastTimestamp);
   return undefined;
 }
 

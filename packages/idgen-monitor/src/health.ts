@@ -1,4 +1,4 @@
-import type { IdGen, LeaseState, TickSequencer } from "@gov/idgen";
+import type { IdGen, IdGenerator, LeaseState, TickSequencer } from "@gov/idgen";
 import { distinctGenerators } from "./metrics.js";
 
 /** A health component as the management listener shows it (structurally the service kit's HealthReport). */
@@ -61,13 +61,22 @@ export function idgenStopped(idgen: IdGen): ComponentHealth {
   };
 }
 
+/** A time-based generator's sequencer (Snowflake, composite); undefined for a segment chain. */
+export const sequencerOf = (g: IdGenerator): TickSequencer | undefined => (g as { sequencer?: TickSequencer }).sequencer;
+
+/** How far `sequencer`'s clock stands behind its last tick, when that is more than it waits out (it refuses every id). */
+export function behindPastThreshold(sequencer: TickSequencer | undefined): number | undefined {
+  const behind = sequencer?.behindMs?.();
+  return sequencer && behind !== undefined && behind > sequencer.brokenThresholdMs ? behind : undefined;
+}
+
 /** The first time-based generator whose clock is further behind its last tick than it waits out: it refuses every id. */
 function clockRefusal(idgen: IdGen): string | undefined {
   for (const [name, g] of distinctGenerators(idgen)) {
-    const sequencer = (g as { sequencer?: TickSequencer }).sequencer;
-    const behind = sequencer?.behindMs?.();
-    if (sequencer && behind !== undefined && behind > sequencer.brokenThresholdMs) {
-      return `the clock is ${behind} ms behind the last timestamp generator [${name}] issued ids in, more than the clock-backwards broken threshold (${sequencer.brokenThresholdMs} ms): it refuses ids until the clock has caught up (a backwards clock step; NTP should slew, not step)`;
+    const sequencer = sequencerOf(g);
+    const behind = behindPastThreshold(sequencer);
+    if (behind !== undefined) {
+      return `the clock is ${behind} ms behind the last timestamp generator [${name}] issued ids in, more than the clock-backwards broken threshold (${sequencer!.brokenThresholdMs} ms): it refuses ids until the clock has caught up (a backwards clock step; NTP should slew, not step)`;
     }
   }
   return undefined;

@@ -84,14 +84,28 @@ function parseHttp1(bytes: Buffer) {
   return { statusLine, headers, body: bytes.subarray(Buffer.byteLength(raw.slice(0, end + 4), "latin1")).toString("utf8") };
 }
 
+/** A process serving the echo module on free ports, with the given shutdown grace. */
+async function echoProcess(grace: string): Promise<{ proc: BuiltProcess; urls: ProcessUrls }> {
+  const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: grace } }, logger });
+  return { proc, urls: await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" }) };
+}
+
+/** A raw TCP connection to `url`, once connected. */
+async function rawConnection(url: string) {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  socket.on("error", () => {});
+  await new Promise((r) => socket.once("connect", r));
+  return socket;
+}
+
 const get = (path: string) => `GET ${path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\n\r\n`;
 
 describe("HTTP/1.1 sent to a process's gRPC (h2c) port", () => {
   let proc: BuiltProcess;
   let urls: ProcessUrls;
   beforeAll(async () => {
-    proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "2s" } }, logger });
-    urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
+    ({ proc, urls } = await echoProcess("2s"));
   });
   afterAll(async () => proc?.shutdown());
   const grpcSay = (value: string) => createClient(EchoService, createGrpcTransport({ baseUrl: urls.grpcUrl! })).say(text(value));
@@ -158,13 +172,9 @@ describe("HTTP/1.1 sent to a process's gRPC (h2c) port", () => {
 
 describe("a gRPC port's shutdown", () => {
   it("does not wait for a connection that has sent nothing yet", async () => {
-    const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "3s" } }, logger });
-    const urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
-    const { hostname, port } = new URL(urls.grpcUrl!);
-    const silent = connect(Number(port), hostname);
-    silent.on("error", () => {});
+    const { proc, urls } = await echoProcess("3s");
+    const silent = await rawConnection(urls.grpcUrl!);
     silent.resume(); // it reads (and so sees the server close the connection), as every client does
-    await new Promise((r) => silent.once("connect", r));
     await new Promise((r) => setTimeout(r, 50)); // accepted by the server
     const started = Date.now();
     await proc.shutdown();
@@ -173,12 +183,8 @@ describe("a gRPC port's shutdown", () => {
   }, 10_000);
 
   it("ends at the grace's end with an HTTP/2 client that neither reads nor closes", async () => {
-    const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: "1s" } }, logger });
-    const urls = await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" });
-    const { hostname, port } = new URL(urls.grpcUrl!);
-    const stuck = connect(Number(port), hostname);
-    stuck.on("error", () => {});
-    await new Promise((r) => stuck.once("connect", r));
+    const { proc, urls } = await echoProcess("1s");
+    const stuck = await rawConnection(urls.grpcUrl!);
     // the preface and an empty SETTINGS frame; once the server's SETTINGS came (its session is made), it reads
     // nothing more and never closes its side
     const settings = new Promise((r) => stuck.once("data", r));
