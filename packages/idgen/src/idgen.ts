@@ -9,6 +9,7 @@ import type { IdGenerator } from "./generator.js";
 import type { SnowflakeLayout } from "./layout.js";
 import { defaultIdGenLogger, type IdGenLogger } from "./logger.js";
 import { defaultInstanceId } from "./machine/instance-id.js";
+import { localStateDistributor } from "./machine/local-state-distributor.js";
 import { MachineLease } from "./machine/lease.js";
 import { InvalidSettingError } from "./errors.js";
 import { fixedMachineId, type MachineIdSource } from "./machine/machine-id-source.js";
@@ -17,7 +18,7 @@ import type { RedisClient } from "./redis-script.js";
 import { IdGeneratorRegistry, SHARE } from "./registry.js";
 import { SegmentChainId } from "./segment/chain.js";
 import { memorySegmentDistributor, redisSegmentDistributor } from "./segment/distributor.js";
-import type { ConverterType, IdGenConfig } from "./settings.js";
+import { stateLocationWithRedis, type ConverterType, type IdGenConfig } from "./settings.js";
 import { SafeSnowflakeId, SnowflakeId } from "./snowflake.js";
 
 export interface StartIdGenOptions {
@@ -63,13 +64,17 @@ export async function startIdGen(config: IdGenConfig, opts: StartIdGenOptions = 
   let source: MachineIdSource | undefined;
   if (machine.enabled) {
     const type = machine.distributorType ?? (opts.redis ? "redis" : "manual");
-    if (type === "redis") {
-      if (!opts.redis) throw new InvalidSettingError("idgen.machine.distributor.type", "redis needs a Redis client: pass { redis } to startIdGen, or use manual (with idgen.machine.machine-id)");
+    if (type === "redis" && !opts.redis) throw new InvalidSettingError("idgen.machine.distributor.type", "redis needs a Redis client: pass { redis } to startIdGen, or use manual (with idgen.machine.machine-id)");
+    if (type === "redis" && machine.stateLocation) throw stateLocationWithRedis("a Redis client was given, so the distributor is redis");
+    // `manual` without a state file: a fixed id, nothing to renew or release. With one, a lease like Redis's, over
+    // the file (see localStateDistributor).
+    const distributor = type === "redis" && opts.redis ? redisMachineIdDistributor(opts.redis) : machine.stateLocation ? localStateDistributor(machine.machineId, machine.stateLocation) : undefined;
+    if (distributor) {
       lease = await MachineLease.acquire({
         namespace,
         instanceId: machine.instanceId ?? defaultInstanceId({ port: machine.port }),
         machineBit: machine.machineBit,
-        distributor: redisMachineIdDistributor(opts.redis),
+        distributor,
         initialDelayMs: machine.guarder.initialDelayMs,
         delayMs: machine.guarder.delayMs,
         retryDelayMs: machine.guarder.retryDelayMs,

@@ -30,6 +30,7 @@ export { prefixConverter, suffixConverter } from "./converters/affix.js";
 export { MachineLease, stopAfterMs, type MachineLeaseOptions, type LeaseState, type LeaseStatus, type StopClock } from "./machine/lease.js";
 export { manualDistributor, type MachineIdDistributor, type MachineState, type DistributeRequest, type LeaseRequest } from "./machine/distributor.js";
 export { redisMachineIdDistributor, machineKeys } from "./machine/redis-distributor.js";
+export { localStateDistributor, stateFile } from "./machine/local-state-distributor.js";
 export { fixedMachineId, type MachineIdSource } from "./machine/machine-id-source.js";
 export { defaultInstanceId, hostAddress } from "./machine/instance-id.js";
 

@@ -13,6 +13,8 @@ export interface IdGenConfig {
     /** `undefined` = automatic: `redis` when a Redis client is given, else `manual`. */
     distributorType: "redis" | "manual" | undefined;
     machineId: number;
+    /** `manual` only: the folder of the file that keeps the id's last timestamp across restarts; undefined = none. */
+    stateLocation: string | undefined;
     machineBit: number;
     instanceId: string | undefined;
     port: number | undefined;
@@ -61,6 +63,13 @@ function oneOf<T extends string>(s: Settings, key: string, allowed: readonly T[]
   return v as T;
 }
 
+/** The state file is the `manual` distributor's: Redis keeps a released id's last timestamp itself (its revert pool). */
+export const stateLocationWithRedis = (why: string) =>
+  new InvalidSettingError(
+    "idgen.machine.state-storage.local.state-location",
+    `keeps the manual distributor's last timestamp, but ${why}, which keeps it in Redis: unset it, or set idgen.machine.distributor.type=manual`,
+  );
+
 const CONVERTERS = ["radix62", "radix36", "to-string", "friendly"] as const;
 
 /**
@@ -101,6 +110,7 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
       enabled: bool(s, "idgen.machine.enabled", true),
       distributorType: oneOf(s, "idgen.machine.distributor.type", ["redis", "manual"] as const, undefined),
       machineId: int(s, "idgen.machine.machine-id", 0, 0, 2 ** machineBit - 1),
+      stateLocation: s["idgen.machine.state-storage.local.state-location"]?.trim() || undefined,
       machineBit,
       instanceId: s["idgen.machine.instance-id"]?.trim() || undefined,
       port: s["idgen.machine.port"] ? int(s, "idgen.machine.port", 0, 0, 65535) : undefined,
@@ -153,6 +163,7 @@ export function idgenConfigFromSettings(settings: Settings): IdGenConfig {
     );
   }
   checkProviderNames(config);
+  if (config.machine.distributorType === "redis" && config.machine.stateLocation) throw stateLocationWithRedis("idgen.machine.distributor.type is redis");
   const shared = config[config.share];
   if (!shared.enabled) {
     // `__share__` (the request ids' source, and the default of every idgen operation) would not exist
