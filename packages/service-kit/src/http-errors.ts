@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import { maxHeaderSize, type Server } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { excerpt } from "./excerpt.js";
@@ -66,6 +66,17 @@ export function frameworkErrorHandler(err: FastifyError, _req: FastifyRequest, r
   void reply.status(answer.status).type("application/json").send(answer.body);
 }
 
+/**
+ * The most bytes of headers a request may carry, on every listener: Node's HTTP/1.1 limit (16 KiB unless the process
+ * runs with `--max-http-header-size`), which counts the request line too. The h2c listener holds the same number
+ * (grpc/header-limit.ts), so a call that one listener takes is never refused by the other for its headers' size.
+ */
+export const MAX_HEADER_BYTES = maxHeaderSize;
+
+/** What a request whose `headers` (what they comprise on that protocol) are over {@link MAX_HEADER_BYTES} is told. */
+export const headersOverLimit = (headers: string, fix: string): string =>
+  `${headers} are over ${MAX_HEADER_BYTES / 1024} KiB together (Node's max-http-header-size): send ${fix}`;
+
 /** The status a listener answers a request Node refused before Fastify saw it with (see clientErrorHandler). */
 export const clientErrorStatus = (err: Error & { code?: string }): 400 | 408 => (err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400);
 
@@ -82,7 +93,7 @@ export function clientErrorHandler(requestTimeoutMs: number = REQUEST_TIMEOUT.ms
     if (status === 408) {
       body = { code: "deadline_exceeded", message: `the request did not arrive within ${requestTimeoutMs / 1000} s (${REQUEST_TIMEOUT.setting}): send headers and body at once` };
     } else if (err.code === "HPE_HEADER_OVERFLOW") {
-      body = { code: "invalid_argument", message: "the request line and headers are over 16 KiB together (Node's max-http-header-size): send a shorter URL, or fewer or shorter headers (an over-long cookie or token)" };
+      body = { code: "invalid_argument", message: headersOverLimit("the request line and headers", "a shorter URL, or fewer or shorter headers (an over-long cookie or token)") };
     } else {
       body = { code: "invalid_argument", message: "the request is not valid HTTP/1.1" };
     }

@@ -10,6 +10,7 @@ import { alwaysServing, healthRoutes, type ServingState } from "./grpc/health.js
 import { reflectionRoutes } from "./grpc/reflection.js";
 import { refuseFullDuplexOnHttp1 } from "./grpc/full-duplex.js";
 import { answerHttp1OnH2c, type Http1Listener } from "./grpc/http1-on-h2c.js";
+import { H2_HEADER_LIST_CAP, refuseOversizedHeaders } from "./grpc/header-limit.js";
 import { answerUnknownRpc } from "./grpc/unknown-rpc.js";
 import { applyWireFixes } from "./grpc/wire-fixes.js";
 import { refuseExpiredDeadlines } from "./expired-deadline.js";
@@ -83,6 +84,9 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
     requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms,
     // Node checks that timeout every 30 s by default, which lets a slow request live almost twice as long.
     ...(http2 ? {} : { http: { connectionsCheckingInterval: 1000, headersTimeout: Math.min(60_000, options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms) } }),
+    // HTTP/1.1's header limit is Node's own; on h2c it is held by refuseOversizedHeaders, and Node decodes no more
+    // than this of a stream's headers (grpc/header-limit.ts). Fastify hands `http` to http2.createServer too.
+    ...(http2 ? ({ http: { settings: { maxHeaderListSize: H2_HEADER_LIST_CAP } } } as object) : {}), // the h1 overload does not know it
     // A gateway keeps its connections to a service open for as long as it runs; behind a per-connection balancer (a
     // Kubernetes Service) the replicas of a service would keep the shares they had when those connections were made —
     // all of them on the one that stayed up during a rolling restart. Closing each after this many requests
@@ -97,7 +101,11 @@ async function connectApp(options: ConnectRoutesOptions, http2: boolean): Promis
   logListening(app as unknown as FastifyInstance, options.logger);
   if (!http2) refuseUnknownExpectations((app as unknown as FastifyInstance).server);
   // HTTP/1.1 sent here (curl without --http2-prior-knowledge) is told where to go, in the contract's shape.
-  else answerHttp1OnH2c(app.server as unknown as Http2Server, { http1Listener: options.http1Listener, timeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms });
+  else {
+    answerHttp1OnH2c(app.server as unknown as Http2Server, { http1Listener: options.http1Listener, timeoutMs: options.requestTimeoutMs ?? REQUEST_TIMEOUT.ms });
+    // headers over HTTP/1.1's limit are refused as there, in the caller's protocol, before any route
+    refuseOversizedHeaders(app.server as never);
+  }
   // Health watches end when the listener closes, so probes reconnect elsewhere instead of holding shutdown up.
   const closing = new AbortController();
   app.addHook("preClose", (done) => {
