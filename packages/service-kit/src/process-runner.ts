@@ -15,6 +15,7 @@ import { admitInTurns } from "./request-admission.js";
 import { corsSettings } from "./cors.js";
 import { errorInterceptor, toConnectError } from "./errors.js";
 import { clientErrorStatus } from "./http-errors.js";
+import { HTTP1_ANSWERED, type Http1Answered } from "./grpc/http1-on-h2c.js";
 import { createLogger, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
@@ -662,6 +663,10 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
   app.server.prependListener("clientError", (err: Error & { code?: string }, socket: { remoteAddress?: string; destroyed: boolean }) => {
     if (err.code === "ECONNRESET") return;
     logger.info({ req: { remoteAddress: socket.remoteAddress }, res: { statusCode: clientErrorStatus(err) }, err: { code: err.code } }, "request completed");
+  });
+  // Its mirror image on a gRPC port: plain HTTP/1.1 answered 412 before an HTTP/2 session exists (http1-on-h2c.ts).
+  app.server.on(HTTP1_ANSWERED, ({ method, url, remoteAddress }: Http1Answered) => {
+    logger.info({ req: { method, url, remoteAddress }, res: { statusCode: 412 } }, "request completed");
   });
 }
 

@@ -7,7 +7,7 @@ import { StringValueSchema } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildProcess, createLogger, serveConnect, type BuiltProcess, type ConnectServer, type ProcessUrls, type ServiceModule } from "../src/index.js";
+import { buildProcess, createLogger, serveConnect, type BuiltProcess, type ConnectServer, type Logger, type ProcessUrls, type ServiceModule } from "../src/index.js";
 import { firstBytes } from "../src/grpc/http1-on-h2c.js";
 import { EchoService } from "./support/echo-service.js";
 
@@ -84,9 +84,9 @@ function parseHttp1(bytes: Buffer) {
   return { statusLine, headers, body: bytes.subarray(Buffer.byteLength(raw.slice(0, end + 4), "latin1")).toString("utf8") };
 }
 
-/** A process serving the echo module on free ports, with the given shutdown grace. */
-async function echoProcess(grace: string): Promise<{ proc: BuiltProcess; urls: ProcessUrls }> {
-  const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: grace } }, logger });
+/** A process serving the echo module on free ports, with the given shutdown grace (and more settings, another logger). */
+async function echoProcess(grace: string, env: Record<string, string> = {}, log: Logger = logger): Promise<{ proc: BuiltProcess; urls: ProcessUrls }> {
+  const proc = await buildProcess({ name: "t", modules: [echoModule], ids: false, sources: { file: {}, env: { GOV_SHUTDOWN_GRACE: grace, ...env } }, logger: log });
   return { proc, urls: await proc.listen({ port: 0, grpcPort: 0, managementPort: 0, host: "127.0.0.1" }) };
 }
 
@@ -167,6 +167,44 @@ describe("HTTP/1.1 sent to a process's gRPC (h2c) port", () => {
     expect(noise.closedByServer).toBe(true);
 
     expect((await grpcSay("still")).value).toBe("said still");
+  });
+});
+
+describe("the access log of a process's gRPC port", () => {
+  /** A logger that keeps its JSON lines in memory. */
+  const memoryLogger = () => {
+    const lines: Record<string, unknown>[] = [];
+    return { lines, log: createLogger("test", "info", { write: (line: string) => void lines.push(JSON.parse(line)) }) };
+  };
+
+  it("gov.log.access=true logs each 412 answer to HTTP/1.1 as one request line, as the HTTP/1.1 port logs what is not HTTP; off by default", async () => {
+    for (const access of [undefined, "true"]) {
+      const { lines, log } = memoryLogger();
+      const { proc, urls } = await echoProcess("1s", access ? { GOV_LOG_ACCESS: access } : {}, log);
+      try {
+        const requests = () => lines.filter((l) => l.msg === "request completed");
+        // a request line a few bytes at a time, a HEAD, and a burst: one line per answered request, not per chunk
+        await exchange(urls.grpcUrl!, ["G", "E", "T", " ", "/", get("/v1/namespaces").slice(5)], { gapMs: 10 });
+        await exchange(urls.grpcUrl!, [get("/x").replace("GET", "HEAD")]);
+        await Promise.all(Array.from({ length: 20 }, () => exchange(urls.grpcUrl!, [get("/burst")])));
+        // an HTTP/2 client and a TLS ClientHello are no such answer
+        await exchange(urls.grpcUrl!, [Buffer.from("16030100c4010000c00303" + "00".repeat(40), "hex")]);
+        if (!access) {
+          await new Promise((r) => setTimeout(r, 100));
+          expect(requests()).toEqual([]);
+          continue;
+        }
+        await expect.poll(() => requests().length).toBe(22);
+        await new Promise((r) => setTimeout(r, 100));
+        expect(requests().length).toBe(22);
+        // answered once "GET /" had come: the rest of the target is not waited for, and the line says so
+        expect(requests()[0]).toMatchObject({ level: 30, req: { method: "GET", url: "/…", remoteAddress: "127.0.0.1" }, res: { statusCode: 412 } });
+        expect(requests()[1]).toMatchObject({ req: { method: "HEAD", url: "/x" }, res: { statusCode: 412 } });
+        expect(requests().slice(2).every((l) => (l.req as { url: string }).url === "/burst")).toBe(true);
+      } finally {
+        await proc.shutdown();
+      }
+    }
   });
 });
 

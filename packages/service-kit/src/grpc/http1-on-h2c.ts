@@ -1,5 +1,6 @@
 import type { Http2Server } from "node:http2";
 import type { Socket } from "node:net";
+import { excerpt } from "../excerpt.js";
 
 /** What every HTTP/2 client sends first on a cleartext connection (RFC 9113 §3.4). */
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "latin1");
@@ -21,6 +22,20 @@ const CODE = "failed_precondition";
 /** After its answer, how long and how much of what an HTTP/1.x client still sends (headers, a body) is read and dropped. */
 const LINGER_MS = 1000;
 const LINGER_BYTES = 1024 * 1024;
+
+/**
+ * Emitted by the server, with {@link Http1Answered}, for each HTTP/1.x request answered 412 here. Such a request never
+ * becomes one of the server's requests, so without it the access log (process-runner.ts) would not see it, as it sees
+ * the HTTP/1.1 listener's refusals of what is not HTTP through `clientError`.
+ */
+export const HTTP1_ANSWERED = "http1Answered";
+
+/** What is known of a request answered 412: its method, and its target as far as the first bytes held it. */
+export interface Http1Answered {
+  method: string;
+  url: string;
+  remoteAddress?: string;
+}
 
 /** The HTTP/1.1 listener of the same process, when known: its URL and what it serves ("REST, Connect and gRPC-Web"). */
 export type Http1Listener = () => { url: string; serves: string } | undefined;
@@ -85,7 +100,7 @@ export function answerHttp1OnH2c(server: Http2Server, options: { http1Listener?:
       const kind = firstBytes(got);
       if (kind === "more") return;
       settle();
-      if (kind === "http1") answerHttp1(socket, got, options.http1Listener?.());
+      if (kind === "http1") answerHttp1(server, socket, got, options.http1Listener?.());
       else handOver(socket, got);
     };
     const onTimeout = () => {
@@ -111,11 +126,18 @@ export function answerHttp1OnH2c(server: Http2Server, options: { http1Listener?:
   } as typeof server.close;
 }
 
-function answerHttp1(socket: Socket, got: Buffer, http1: ReturnType<Http1Listener>): void {
+function answerHttp1(server: Http2Server, socket: Socket, got: Buffer, http1: ReturnType<Http1Listener>): void {
   const where = http1 ? `send ${http1.serves} requests over HTTP/1.1 to port ${new URL(http1.url).port} (${http1.url})` : "send REST, Connect and gRPC-Web requests over HTTP/1.1 to the main port (PORT, or a service's own port)";
   const message = `this port speaks HTTP/2 only (gRPC): ${where}; for gRPC use an HTTP/2 client (e.g. grpcurl -plaintext, buf curl --http2-prior-knowledge; Connect over HTTP/2: curl --http2-prior-knowledge)`;
   const body = JSON.stringify({ code: CODE, message });
   const head = got.subarray(0, 5).toString("latin1") === "HEAD ";
+  // Told once per answered request (each closes its connection), never per chunk: as many access-log lines as the
+  // HTTP/1.1 listener writes for the connections it refuses. Before the socket ends, while it still knows its peer; a
+  // target the first bytes hold only part of is marked cut (`/…`).
+  const line = got.subarray(0, 2 + MAX_METHOD + 200).toString("latin1");
+  const [method, target = ""] = line.split(/[ \r\n]/, 2);
+  const partial = line.length === method.length + 1 + target.length;
+  server.emit(HTTP1_ANSWERED, { method, url: excerpt(partial ? `${target}…` : target), remoteAddress: socket.remoteAddress } satisfies Http1Answered);
   socket.end(`${STATUS_LINE}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${head ? "" : body}`);
   // What the client still sends (the rest of its headers, a body) is read and dropped for a moment: closed with unread
   // bytes, the socket would be reset, and a client still sending a body could lose the answer with it. A client that
