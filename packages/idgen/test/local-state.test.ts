@@ -93,6 +93,21 @@ describe("manual machine id with a state file (idgen.machine.state-storage.local
     expect((JSON.parse(readFileSync(file, "utf8")) as { lastTimestamp: number }).lastTimestamp).toBeGreaterThan(atStart);
   });
 
+  it("a state that cannot be written is a failed renewal: Guard Failed, the lease DOWN, and UP again once it can", async () => {
+    const dir = stateDir();
+    const clock = shiftableClock();
+    const logs = captureLogs();
+    const config = idgenConfigFromSettings({ "idgen.namespace": "orders", "idgen.machine.machine-id": "3", [STATE]: dir, "idgen.machine.guarder.initial-delay": "50ms", "idgen.machine.guarder.delay": "50ms", "idgen.machine.guarder.retry-delay": "50ms" });
+    const idgen = await startIdGen(config, { clock, logger: logs.logger });
+    running.push(idgen);
+    rmSync(dir, { recursive: true });
+    writeFileSync(dir, "a file where the folder was");
+    await waitUntil("a failed renewal", () => idgen.lease?.state().status === "DOWN");
+    expect(logs.find("error", "Guard Failed")[0]).toMatchObject({ error: expect.stringContaining(dir) });
+    rmSync(dir);
+    await waitUntil("a renewal again", () => idgen.lease?.state().status === "UP");
+  });
+
   it("a state file without a last timestamp stops the start with a message naming it (it is not taken as empty)", async () => {
     const dir = stateDir();
     const clock = shiftableClock();
