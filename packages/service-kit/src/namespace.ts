@@ -7,7 +7,9 @@ export interface NamespaceRule {
   requireHashTag: boolean;
 }
 
-const MAX_LENGTH = 256;
+/** The longest namespace name (in UTF-16 code units, as `string.length` counts). */
+export const MAX_NAMESPACE_LENGTH = 256;
+const MAX_LENGTH = MAX_NAMESPACE_LENGTH;
 
 /**
  * Whitespace, ":", C0 and C1 controls, and the bidirectional controls that make text display in an order other than
