@@ -55,6 +55,86 @@ describe("the stats store: counts of an older pass never replace a newer pass's"
   }
 });
 
+describe("a clock running ahead (a worker an hour fast ran a pass, then died)", () => {
+  const HOUR = 3_600_000;
+  const stat = (configs: number) => ({ namespaces: 1, services: { total: 0, health: 0 }, instances: 0, configs });
+  const targets = [
+    { name: "embedded", skip: "", open: async () => ({ store: createMemoryStatsStore(), close: () => {} }) },
+    ...redisTargets().map((t) => ({
+      name: t.name,
+      skip: t.skip,
+      open: async () => {
+        const c = await connectRedis(t.url);
+        return { store: createRedisStatsStore(c, `gov-{sk${process.pid}x${seq++}}`), close: () => c.disconnect() };
+      },
+    })),
+  ];
+  for (const t of targets) {
+    it.skipIf(t.skip)(`its counts are replaced by the next pass's on the ${t.name} store (they stayed an hour)`, async () => {
+      const { store, close } = await t.open();
+      try {
+        const n = `{sk${process.pid}x${seq++}}`;
+        const now = Date.now();
+        await store.write(n, stat(1), now + HOUR, now + HOUR); // by the fast host's clock
+        await store.write(n, stat(2), now + 10_000, now + 10_000); // the next holder's pass, by a right clock
+        expect(await store.read(n)).toEqual(stat(2));
+        // a pass recorded within the hosts' allowance ahead still wins over an older one (a suspended worker's)
+        await store.write(n, stat(3), now + 20_500, now + 20_000);
+        await store.write(n, stat(4), now + 10_000, now + 20_000);
+        expect(await store.read(n)).toEqual(stat(3));
+      } finally {
+        close();
+      }
+    });
+  }
+
+  it("the next holder paces its passes from now, not from the pass recorded in its future (it waited the hour)", async () => {
+    const passes = createMemoryStatsStore();
+    await passes.setLastPassAt(Date.now() + HOUR);
+    const started: number[] = [];
+    const worker = startStatsWorker({
+      mutex: alwaysHeldMutex(),
+      passes,
+      logger,
+      initialDelayMs: 0,
+      periodMs: 200,
+      tickMs: 20,
+      runPass: async () => (started.push(Date.now()), DONE),
+    });
+    try {
+      await vi.waitFor(() => expect(started.length).toBeGreaterThanOrEqual(2), { timeout: 3000, interval: 20 });
+      expect(await passes.lastPassAt()).toBeLessThanOrEqual(Date.now());
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
+describe("a clock set back an hour under a holder (NTP stepping a fast clock back)", () => {
+  it("passes go on from now: the pass it ran by the old time does not hold the next an hour", async () => {
+    let offset = 3_600_000;
+    const started: number[] = [];
+    const worker = startStatsWorker({
+      mutex: alwaysHeldMutex(),
+      passes: createMemoryStatsStore(),
+      logger,
+      initialDelayMs: 0,
+      periodMs: 200,
+      tickMs: 20,
+      now: () => Date.now() + offset,
+      runPass: async () => (started.push(Date.now()), DONE),
+    });
+    try {
+      await vi.waitFor(() => expect(started.length).toBeGreaterThanOrEqual(1), { timeout: 3000, interval: 20 });
+      offset = 0;
+      const before = started.length;
+      await vi.waitFor(() => expect(started.length).toBeGreaterThanOrEqual(before + 2), { timeout: 3000, interval: 20 });
+    } finally {
+      await worker.stop();
+    }
+  });
+});
+
 describe("the statistics schedule", () => {
   it("first pass after the initial delay, then one per period, never two at once", async () => {
     const passes: { start: number; end: number }[] = [];

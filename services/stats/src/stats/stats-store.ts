@@ -1,4 +1,5 @@
 import { defineScript, prepareScripts, redisCaller, runScript, type RedisClient } from "@gov/redis";
+import { CLOCK_SKEW_ALLOWANCE_MS } from "@gov/service-kit";
 
 /** What `GET /v1/namespaces/{ns}/stat` answers: the counts of the stats worker's last pass over the namespace. */
 export interface NamespaceStat {
@@ -19,9 +20,11 @@ export interface StatsStore {
    * Replaces the namespace's counts — unless they come from an older pass than those stored: `passAt` is when the
    * pass that counted them was due. A worker suspended mid-pass (SIGSTOP, a VM pause) past the `stat` mutex's TTL may
    * resume with counts read before another worker took over and counted again; its write is then ignored, whenever
-   * it lands. Without `passAt` the write always replaces.
+   * it lands. Without `passAt` the write always replaces. `now` is the writer's clock: stored counts whose pass is
+   * later than it (beyond the hosts' allowance) were paced by a clock running ahead, and are replaced — kept, they
+   * froze the namespace's counts for as long as that clock was ahead (an hour fast: an hour of the same numbers).
    */
-  write(namespace: string, stat: NamespaceStat, passAt?: number): Promise<void>;
+  write(namespace: string, stat: NamespaceStat, passAt?: number, now?: number): Promise<void>;
   /**
    * Drops the counts of every namespace not in `keep` (deleted since the last pass: its stat then reads zeros, like a
    * namespace never counted). Returns how many were dropped.
@@ -46,8 +49,9 @@ export function createMemoryStatsStore(): StatsStore {
   let last: number | undefined;
   return {
     kind: "embedded",
-    async write(ns, stat, passAt) {
-      if (passAt !== undefined && (passes.get(ns) ?? -Infinity) > passAt) return;
+    async write(ns, stat, passAt, now = Infinity) {
+      const stored = passes.get(ns) ?? -Infinity;
+      if (passAt !== undefined && stored > passAt && stored <= now + CLOCK_SKEW_ALLOWANCE_MS) return;
       stats.set(ns, stat);
       if (passAt !== undefined) passes.set(ns, passAt);
       else passes.delete(ns);
@@ -79,8 +83,9 @@ export function createMemoryStatsStore(): StatsStore {
 const FIELDS = ["namespaces", "services", "health", "instances", "configs"] as const;
 
 /**
- * KEYS: the namespace's stat hash. ARGV: passAt ('' = always), then the FIELDS' values → 1 written | 0 older than the
- * stored pass (its `passAt` field).
+ * KEYS: the namespace's stat hash. ARGV: passAt ('' = always), then the FIELDS' values, then the writer's clock plus the
+ * allowance ('' = none) → 1 written | 0 older than the stored pass (its `passAt` field), unless that one is later than
+ * the writer's clock.
  */
 const WRITE = defineScript(
   "gov-stats-write",
@@ -88,7 +93,8 @@ const WRITE = defineScript(
   `
 if ARGV[1] ~= '' then
   local stored = tonumber(redis.call('HGET', KEYS[1], 'passAt'))
-  if stored and stored > tonumber(ARGV[1]) then return 0 end
+  local future = ARGV[7] ~= '' and stored and stored > tonumber(ARGV[7])
+  if stored and stored > tonumber(ARGV[1]) and not future then return 0 end
   redis.call('HSET', KEYS[1], 'passAt', ARGV[1])
 else
   redis.call('HDEL', KEYS[1], 'passAt')
@@ -110,11 +116,11 @@ export function createRedisStatsStore(client: RedisClient, systemNamespace: stri
   prepareScripts(client, WRITE);
   return {
     kind,
-    async write(ns, s, passAt) {
+    async write(ns, s, passAt, now) {
       // two slots (the namespace's, the system's): two commands, sent together
       await call(() =>
         Promise.all([
-          runScript(client, WRITE, [key(ns)], [passAt ?? "", s.namespaces, s.services.total, s.services.health, s.instances, s.configs]),
+          runScript(client, WRITE, [key(ns)], [passAt ?? "", s.namespaces, s.services.total, s.services.health, s.instances, s.configs, now === undefined ? "" : now + CLOCK_SKEW_ALLOWANCE_MS]),
           client.sadd(indexKey, ns),
         ]),
       );

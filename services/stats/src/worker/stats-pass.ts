@@ -80,7 +80,7 @@ export async function runStatsPass(deps: StatsPassDeps): Promise<PassResult> {
     };
     // read before a pause that outlasted the mutex, these counts may be older than another worker's: not written then
     if (!mayWrite()) return;
-    await deps.stats.write(ns, stat, deps.passAt);
+    await deps.stats.write(ns, stat, deps.passAt, deps.now());
     result.instances += instances;
     result.prunedEdges += pruned;
   };

@@ -1,4 +1,4 @@
-import { outageLogFields, type Logger } from "@gov/service-kit";
+import { CLOCK_SKEW_ALLOWANCE_MS, outageLogFields, type Logger } from "@gov/service-kit";
 import type { StatsStore } from "../stats/stats-store.js";
 import type { StatMutex } from "./stat-mutex.js";
 import type { PassResult } from "./stats-pass.js";
@@ -41,7 +41,7 @@ export function startStatsWorker(options: StatsWorkerOptions): StatsWorker {
   const periodMs = options.periodMs ?? PERIOD_MS;
   const tickMs = options.tickMs ?? 1000;
   const { logger, mutex } = options;
-  const startedAt = now();
+  let startedAt = now();
   const stopping = new AbortController();
   /** The last pass start this worker knows of; re-read from the store whenever it (re)acquires the mutex. */
   let lastPass: number | undefined;
@@ -61,6 +61,15 @@ export function startStatsWorker(options: StatsWorkerOptions): StatsWorker {
       held = true;
       lastPass = await options.passes.lastPassAt();
     }
+    // No pass started later than now: one "started" in this worker's future was paced by a clock running ahead (a host
+    // an hour fast wrote it, then died or lost the mutex; or this host's clock was set back since), and waiting for it
+    // stopped the job for that hour — no sweep, no counts — in every worker that took over. The pace goes on from now.
+    // (this worker's own start too, which its first pass waits on)
+    if (lastPass !== undefined && lastPass > now() + CLOCK_SKEW_ALLOWANCE_MS) {
+      logger.warn({ job: "stat", lastPassAt: new Date(lastPass).toISOString() }, "the last statistics pass is recorded as started in this process's future (a clock running ahead, or set back here): pacing from now");
+      lastPass = now();
+    }
+    if (startedAt > now() + CLOCK_SKEW_ALLOWANCE_MS) startedAt = now();
     const due = dueAt();
     if (now() < due || stopping.signal.aborted) return Math.min(tickMs, due - now());
     // Paced by when the pass was due, not when the timer fired (periods do not drift); from now when long overdue.
