@@ -1,6 +1,8 @@
+import { connectRedis } from "@gov/redis";
 import { createMemoryRegistryStore } from "@gov/registry-service";
+import { redisTargets } from "@gov/testkit";
 import { describe, expect, it } from "vitest";
-import { createMemoryStatsStore } from "../src/stats/stats-store.js";
+import { createMemoryStatsStore, createRedisStatsStore, type StatsStore } from "../src/stats/stats-store.js";
 import { runStatsPass } from "../src/worker/stats-pass.js";
 
 describe("runStatsPass on the embedded store", () => {
@@ -31,4 +33,48 @@ describe("runStatsPass on the embedded store", () => {
     // within the first turn's worth: 64 visits, plus those of the other lanes already under way
     expect(writesWhenOtherWorkRan!).toBeLessThanOrEqual(64 + 16);
   });
+});
+
+describe("a namespace deleted while a pass counts it", () => {
+  const targets: { name: string; skip: string; open: () => Promise<{ stats: StatsStore; close: () => void }> }[] = [
+    { name: "embedded", skip: "", open: async () => ({ stats: createMemoryStatsStore(), close: () => {} }) },
+    ...redisTargets().map((t) => ({
+      name: t.name,
+      skip: t.skip,
+      open: async () => {
+        const c = await connectRedis(t.url);
+        return { stats: createRedisStatsStore(c, `gov-{dp${process.pid}}`), close: () => c.disconnect() };
+      },
+    })),
+  ];
+  for (const t of targets) {
+    it.skipIf(t.skip)(`reads zeros once the delete answered, not the counts the pass read before it (${t.name} store)`, async () => {
+      const { stats, close } = await t.open();
+      try {
+        const ns = `{dp${process.pid}x${Date.now()}}`;
+        const passAt = Date.now() - 1;
+        const result = await runStatsPass({
+          namespaces: { list: async () => [ns], current: async () => ns },
+          registry: createMemoryRegistryStore(),
+          // the pass has read 12 configs; the namespace's delete (DELETE …?force=true) completes before the pass writes
+          configs: { count: async () => (await stats.forget(ns), 12) },
+          topology: { prune: async () => 0 },
+          stats,
+          edgeTtlMs: 60_000,
+          now: () => passAt,
+          passAt,
+        });
+        expect(result.namespaces).toBe(1);
+        expect(await stats.read(ns)).toBeUndefined(); // it read {configs: 12, …} until the next pass
+        // the namespace created again and counted by a later pass reads that pass's counts
+        await stats.write(ns, { namespaces: 1, services: { total: 0, health: 0 }, instances: 0, configs: 1 }, Date.now() + 1, Date.now());
+        expect((await stats.read(ns))?.configs).toBe(1);
+        // and a pass that no longer lists it drops what the delete left behind
+        await stats.forget(ns);
+        expect(await stats.retain([])).toBeGreaterThanOrEqual(1);
+      } finally {
+        close();
+      }
+    });
+  }
 });

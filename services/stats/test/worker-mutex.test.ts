@@ -45,9 +45,11 @@ describe("the stats store: counts of an older pass never replace a newer pass's"
         await store.write(n, stat(10)); // no pass time: replaces (and forgets it)
         await store.write(n, stat(11), 1);
         expect(await store.read(n)).toEqual(stat(11));
-        await store.forget(n); // a deleted namespace counts afresh
-        await store.write(n, stat(12), 5);
-        expect(await store.read(n)).toEqual(stat(12));
+        await store.forget(n, 40_000); // deleted at 40 s: a pass due before reads zeros…
+        await store.write(n, stat(12), 35_000);
+        expect(await store.read(n)).toBeUndefined();
+        await store.write(n, stat(13), 50_000); // …and one due after (created again) counts afresh
+        expect(await store.read(n)).toEqual(stat(13));
       } finally {
         close();
       }

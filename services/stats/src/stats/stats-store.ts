@@ -30,8 +30,13 @@ export interface StatsStore {
    * namespace never counted). Returns how many were dropped.
    */
   retain(keep: readonly string[]): Promise<number>;
-  /** Drops the counts of a namespace deleted just now, so that its stat reads zeros at once, not after the next pass. */
-  forget(namespace: string): Promise<void>;
+  /**
+   * Drops the counts of a namespace deleted just now (`at`, default now), so that its stat reads zeros at once, not
+   * after the next pass — and stays so: what a pass due before `at` counted is not written over it (the pass read the
+   * namespace before the delete and writes after it answered; its counts came back for a period). The mark goes at the
+   * first pass that no longer lists the namespace.
+   */
+  forget(namespace: string, at?: number): Promise<void>;
   /** The namespace's counts, or undefined when no pass has counted it yet. */
   read(namespace: string): Promise<NamespaceStat | undefined>;
   /** Epoch ms at which the last pass started, by whichever worker. */
@@ -60,7 +65,7 @@ export function createMemoryStatsStore(): StatsStore {
     async retain(keep) {
       const kept = new Set(keep);
       let n = 0;
-      for (const ns of stats.keys()) {
+      for (const ns of new Set([...stats.keys(), ...passes.keys()])) {
         if (kept.has(ns)) continue;
         stats.delete(ns);
         passes.delete(ns);
@@ -68,9 +73,9 @@ export function createMemoryStatsStore(): StatsStore {
       }
       return n;
     },
-    async forget(ns) {
+    async forget(ns, at = Date.now()) {
       stats.delete(ns);
-      passes.delete(ns);
+      passes.set(ns, at);
     },
     lastPassAt: async () => last,
     async setLastPassAt(at) {
@@ -104,6 +109,17 @@ return 1
 `,
 );
 
+/** KEYS: the namespace's stat hash. ARGV: the time of the delete → its counts gone, that time kept as its `passAt`. */
+const FORGET = defineScript(
+  "gov-stats-forget",
+  1,
+  `
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'passAt', ARGV[1])
+return 1
+`,
+);
+
 /**
  * On Redis: a hash `{ns}:stat` per namespace (in the namespace's slot, beside its data); in the system namespace, the
  * set of namespaces that have one (`{system}:stat_idx`) and a string `{system}:stat_last_pass`.
@@ -113,7 +129,7 @@ export function createRedisStatsStore(client: RedisClient, systemNamespace: stri
   const key = (ns: string) => `${ns}:stat`;
   const lastKey = `${systemNamespace}:stat_last_pass`;
   const indexKey = `${systemNamespace}:stat_idx`;
-  prepareScripts(client, WRITE);
+  prepareScripts(client, WRITE, FORGET);
   return {
     kind,
     async write(ns, s, passAt, now) {
@@ -132,8 +148,9 @@ export function createRedisStatsStore(client: RedisClient, systemNamespace: stri
       await call(() => Promise.all([...gone.map((ns) => client.del(key(ns))), ...(gone.length ? [client.srem(indexKey, ...gone)] : [])]));
       return gone.length;
     },
-    async forget(ns) {
-      await call(() => Promise.all([client.del(key(ns)), client.srem(indexKey, ns)]));
+    async forget(ns, at = Date.now()) {
+      // (indexed, so that the next pass that no longer lists the namespace deletes the mark)
+      await call(() => Promise.all([runScript(client, FORGET, [key(ns)], [at]), client.sadd(indexKey, ns)]));
     },
     async read(ns) {
       const values = await call(() => client.hmget(key(ns), ...FIELDS));
