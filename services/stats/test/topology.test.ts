@@ -103,6 +103,14 @@ for (const target of statsTargets()) {
       expect(await topology(other)).toEqual({});
     });
 
+    it("a producer in a namespace that starts with a dot (`.{x}`) is listed like any other (it was stored, never listed)", async () => {
+      const home = await setUp();
+      const other = stores.add(`.${freshNamespace()}`);
+      expect((await put(`${services(other)}/B/instances`, { schema: "http", host: "b", port: 1 })).statusCode).toBe(200);
+      await get(`${services(other)}/B/instances`, { "x-gov-consumer": "A", "x-gov-consumer-namespace": home });
+      await expect.poll(() => topology(home), POLL).toEqual({ A: [`${other}.B`] });
+    });
+
     it("an edge whose consumer, producer or producer's namespace was deleted since is no longer listed (it stayed a day)", async () => {
       const home = await setUp();
       const other = await setUp();

@@ -58,13 +58,14 @@ async function liveEdges(deps: Pick<StatsServiceDeps, "topology" | "registry" | 
   };
   const own = await servicesOf(namespace);
   // A namespace that holds services is indexed (from before its first service is written until after its last is gone).
-  const indexed = edges.some((e) => e.producer.indexOf(".") > 0) ? new Set(await deps.namespaces.list()) : new Set<string>();
+  const indexed = edges.some((e) => e.producer.includes(".")) ? new Set(await deps.namespaces.list()) : new Set<string>();
   /** Each distinct producer's readings in other namespaces, `[ns, serviceId]`; their namespaces' services are read at once. */
   const readings = new Map<string, [string, string][]>();
   for (const { producer } of edges) {
     if (readings.has(producer)) continue;
     const splits: [string, string][] = [];
-    for (let dot = producer.indexOf("."); dot > 0 && dot <= MAX_NAMESPACE_LENGTH; dot = producer.indexOf(".", dot + 1)) {
+    // (from the first dot on, even at 0: a namespace may start with one, as `.{x}` does, and its edges were never listed)
+    for (let dot = producer.indexOf("."); dot >= 0 && dot <= MAX_NAMESPACE_LENGTH; dot = producer.indexOf(".", dot + 1)) {
       const ns = producer.slice(0, dot);
       if (ns === namespace || !indexed.has(ns)) continue;
       splits.push([ns, producer.slice(dot + 1)]);
