@@ -7,7 +7,7 @@ export { CLOCK_SKEW_ALLOWANCE_MS } from "./transport/caller-deadline.js";
 export { fromBinaryInTurns, jsonTexts, largeListsSerialization, mapInTurns, prepareLargeLists, LARGE_LIST, type JsonTexts } from "./large-lists.js";
 export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError, errorInterceptor, outageError, outageLogFields, toConnectError } from "./errors.js";
 export { outageAnswers, outageAnswersOf, OUTAGE_QUIET_MS, OUTAGE_SUMMARY_MS, type OutageAnswers } from "./outage-answers.js";
-export { createLogger, REDACTED_PATHS, type Logger } from "./logger.js";
+export { createLogger, REDACTED_PATHS, urlForLog, type Logger } from "./logger.js";
 export { logListening, quietFastifyLogging } from "./fastify-logging.js";
 export { createConnectServer, createH2cServer, MAX_REQUESTS_PER_CONNECTION, registerRpcs, serveConnect, type ConnectRoutesOptions, type RpcScopeOptions, type ServeConnectOptions, type ConnectServer } from "./serve-connect.js";
 export { CONNECT_JSON_OPTIONS, serveConnectUnary, servicesOf } from "./connect-unary.js";

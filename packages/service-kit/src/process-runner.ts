@@ -16,7 +16,7 @@ import { corsSettings } from "./cors.js";
 import { errorInterceptor, toConnectError } from "./errors.js";
 import { clientErrorStatus } from "./http-errors.js";
 import { HTTP1_ANSWERED, type Http1Answered } from "./grpc/http1-on-h2c.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createLogger, urlForLog, type Logger } from "./logger.js";
 import { buildManagementApp, createReadiness, type Readiness } from "./management.js";
 import { createMetrics, type Metrics } from "./metrics.js";
 import { settleNextTickShape } from "./next-tick-shape.js";
@@ -654,7 +654,7 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
   app.server.on("request", (req: { method?: string; url?: string; socket?: { remoteAddress?: string } }, res: { statusCode: number; once(e: string, f: () => void): void }) => {
     const started = performance.now();
     res.once("finish", () =>
-      logger.info({ req: { method: req.method, url: req.url, remoteAddress: req.socket?.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: Math.round(performance.now() - started) }, "request completed"),
+      logger.info({ req: { method: req.method, url: urlForLog(req.url), remoteAddress: req.socket?.remoteAddress }, res: { statusCode: res.statusCode }, responseTime: Math.round(performance.now() - started) }, "request completed"),
     );
   });
   // What Node refuses before a request exists (one that did not arrive within the request timeout: 408; bytes that are
@@ -666,7 +666,7 @@ function logAccess(app: FastifyInstance, logger: Logger): void {
   });
   // Its mirror image on a gRPC port: plain HTTP/1.1 answered 412 before an HTTP/2 session exists (http1-on-h2c.ts).
   app.server.on(HTTP1_ANSWERED, ({ method, url, remoteAddress }: Http1Answered) => {
-    logger.info({ req: { method, url, remoteAddress }, res: { statusCode: 412 } }, "request completed");
+    logger.info({ req: { method, url: urlForLog(url), remoteAddress }, res: { statusCode: 412 } }, "request completed");
   });
 }
 
