@@ -26,8 +26,8 @@ function checkName(value: string, what: string): void {
 }
 
 /**
- * A new user's or role's name, beyond {@link checkName}: no space at either end (two names that look alike), and no
- * character that draws nothing or rearranges what is drawn (zero-width, bidirectional and other format characters, C1
+ * A new user's or role's name, beyond {@link checkName}: no space at either end (two names that look alike), composed
+ * Unicode (NFC), and no character that draws nothing or rearranges what is drawn (zero-width, bidirectional and other format characters, C1
  * controls: see invisible-characters.ts in the service kit), with which a name can show in the user list and the audit log as another. Only for
  * names being created: existing ones keep working.
  */
@@ -36,6 +36,12 @@ function checkNewName(value: string, what: string): void {
   if (value.trim() !== value) throw invalid(`${what} starts or ends with a space: remove it`);
   const hidden = invisibleCharacterIn(value);
   if (hidden) throw invalid(`${what} contains ${hidden}, a character that does not show (invisible, a control or a bidirectional override), which would let it pass for another name: remove it`);
+  // "ó" is U+00F3, or "o" followed by the combining U+0301 (and "Å" U+00C5 or the Angstrom sign U+212B): the same on
+  // screen, two different names (two users "róot" in the user list and the audit log). New names are taken in the composed form (NFC) only, which is how keyboards
+  // and most clients send them, so each name that shows one way is one name.
+  if (value.normalize("NFC") !== value) {
+    throw invalid(`${what} is not in composed Unicode form (NFC): it shows the same as ${JSON.stringify(value.normalize("NFC"))}, which would be another name; send that`);
+  }
 }
 
 /**
