@@ -355,10 +355,27 @@ export interface AuditFilter {
   successful?: boolean;
 }
 
+/** RFC 3339 date-time (§5.6): a date, a time, and the offset it is in ("T" and "Z" in either case). */
+const RFC3339 = /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(\.\d{1,9})?([Zz]|[+-]\d\d:\d\d)$/;
+
+/**
+ * An audit query's bound as epoch ms. Checked by its grammar, not left to Date.parse, which is lenient both ways that
+ * matter here: a time without an offset ("2026-11-28T10:00:00") it reads in the server's own time zone, so one query
+ * filtered differently on replicas in different zones; and a day the month does not have ("2026-02-30") it rolls into
+ * the next month (March 2) instead of refusing it, as it refuses month 13.
+ */
 function parseTime(raw: string, name: string): number | undefined {
   if (raw === "") return undefined;
-  const t = Date.parse(raw);
-  if (!/^\d{4}-\d\d-\d\dT/.test(raw) || Number.isNaN(t)) throw new ConnectError(`${name} must be an RFC 3339 time such as 2026-11-23T10:00:00Z, not "${raw.slice(0, 64)}"`, Code.InvalidArgument);
+  const refused = () => new ConnectError(`${name} must be an RFC 3339 time with its offset, such as 2026-11-23T10:00:00Z or 2026-11-23T11:00:00+01:00, not "${raw.slice(0, 64)}"`, Code.InvalidArgument);
+  const m = RFC3339.exec(raw);
+  if (!m) throw refused();
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (month < 1 || month > 12 || day < 1 || day > [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]) {
+    throw new ConnectError(`${name} names a day that does not exist (${raw.slice(0, 10)}): send a date of the calendar`, Code.InvalidArgument);
+  }
+  const t = Date.parse(raw.toUpperCase());
+  if (Number.isNaN(t)) throw refused(); // an hour, minute or second out of range, or an offset past ±23:59
   return t;
 }
 
