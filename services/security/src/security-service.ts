@@ -122,6 +122,9 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       if (needsOld && req.oldPassword === "") {
         throw new ConnectError("oldPassword is missing: send the current password with the new one ({oldPassword, newPassword}); only an admin may reset another user's password without it", Code.InvalidArgument);
       }
+      // as a login's password: no password is that long, and a megabyte of one was hashed (scrypt's cost grows with
+      // it) and counted toward the lockout, where the login refuses it before any work
+      if (needsOld) checkPassword(req.oldPassword, "oldPassword");
       // under the login's lockout: a stolen access token must not be a way to guess the password without limit
       if (needsOld && (await core.passwordAttempt(user, req.oldPassword)) !== "right") {
         throw new ConnectError(
