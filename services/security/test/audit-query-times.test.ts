@@ -1,20 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { sharedRootSession } from "./harness.js";
 
 const seg = encodeURIComponent;
 
 // The audit log's from/to are RFC 3339 times: an instant, whatever server answers. Date.parse alone read a time without
 // an offset in the server's time zone and rolled a day the month does not have into the next month.
 describe("audit log from/to: RFC 3339 instants, or 400", () => {
-  let p: SecureProcess;
-  let root = "";
-  beforeAll(async () => {
-    p = await startSecure({ name: "embedded" });
-    root = (await p.login("root", ROOT_PASSWORD)).accessToken;
-  });
-  afterAll(() => p?.close());
+  const session = sharedRootSession();
 
   it("refuses days that do not exist and times without an offset, on the query and the export alike", async () => {
+    const { p, root } = session;
     for (const path of ["/v1/audit-log", "/v1/audit-log/export"]) {
       for (const [param, value, message] of [
         ["to", "2026-02-30T00:00:00Z", 'to names a day that does not exist (2026-02-30): send a date of the calendar'],
@@ -30,6 +25,7 @@ describe("audit log from/to: RFC 3339 instants, or 400", () => {
   });
 
   it("takes any offset, and lower-case t and z, as the same instant", async () => {
+    const { p, root } = session;
     const { list } = (await p.rest("GET", "/v1/audit-log?limit=1", { token: root })).body as { list: { id: string; opTime: string }[] };
     const at = Date.parse(list[0].opTime);
     const utc = new Date(at).toISOString();

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from "vitest";
 import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import type { DescService } from "@bufbuild/protobuf";
@@ -101,6 +102,20 @@ export async function startSecure(
     },
     close: () => proc.shutdown(),
   };
+}
+
+/**
+ * For a `describe` block whose tests share one embedded secure process and the super user's token: starts it before
+ * the block, stops it after; read `p` and `root` inside the tests.
+ */
+export function sharedRootSession(): { readonly p: SecureProcess; readonly root: string } {
+  const session = { p: undefined as unknown as SecureProcess, root: "" };
+  beforeAll(async () => {
+    session.p = await startSecure({ name: "embedded" });
+    session.root = (await session.p.login("root", ROOT_PASSWORD)).accessToken;
+  });
+  afterAll(() => session.p?.close());
+  return session;
 }
 
 /** A bearer token on every call of a Connect client. */

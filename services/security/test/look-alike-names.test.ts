@@ -1,20 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { sharedRootSession } from "./harness.js";
 
 const seg = encodeURIComponent;
 
 // Two names that differ only in how Unicode spells the same letters (composed U+00F3 "ó", or "o" + combining U+0301)
 // show identically in the user list, the role list and the audit log: one of them could pass for the other.
 describe("new user and role names are taken in composed Unicode form (NFC) only", () => {
-  let p: SecureProcess;
-  let root = "";
-  beforeAll(async () => {
-    p = await startSecure({ name: "embedded" });
-    root = (await p.login("root", ROOT_PASSWORD)).accessToken;
-  });
-  afterAll(() => p?.close());
+  const session = sharedRootSession();
 
   it("refuses a decomposed name (400, naming the composed one) and keeps taking the composed name", async () => {
+    const { p, root } = session;
     const composed = "r\u00f3ot";
     const decomposed = "ro\u0301ot";
     expect((await p.rest("POST", `/v1/users/${seg(composed)}`, { token: root, body: { password: "s3cret-pass" } })).status).toBe(200);

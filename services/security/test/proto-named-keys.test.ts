@@ -1,20 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ns, ROOT_PASSWORD, startSecure, type SecureProcess } from "./harness.js";
+import { describe, expect, it } from "vitest";
+import { ns, sharedRootSession } from "./harness.js";
 
 const seg = encodeURIComponent;
 
 // A JSON member named __proto__ is lost on its way into a protobuf-es map (a plain object), so it is refused; the check
 // must look at member names as JSON reads them (escapes included), and not at values, which are stored like any text.
 describe("the name __proto__ in a JSON body: refused as a key however it is spelled, stored as a value", () => {
-  let p: SecureProcess;
-  let root = "";
-  beforeAll(async () => {
-    p = await startSecure({ name: "embedded" });
-    root = (await p.login("root", ROOT_PASSWORD)).accessToken;
-  });
-  afterAll(() => p?.close());
+  const session = sharedRootSession();
 
   it("a role named __proto__ can be bound to a user (PATCH /v1/users/{u}/role [\"__proto__\"]) and grants what it binds", async () => {
+    const { p, root } = session;
     const dev = ns("proto");
     expect((await p.rest("PUT", "/v1/roles/__proto__", { token: root, body: { desc: "odd name", resourceActionBind: [{ namespace: dev, action: "r" }] } })).status).toBe(200);
     expect((await p.rest("POST", "/v1/users/proto-user", { token: root, body: { password: "s3cret-pass" } })).status).toBe(200);
@@ -27,6 +22,7 @@ describe("the name __proto__ in a JSON body: refused as a key however it is spel
   });
 
   it("a metadata value __proto__ is stored; a key __proto__ written with a JSON escape is refused (400), not silently dropped", async () => {
+    const { p, root } = session;
     const dev = ns("meta");
     const instances = `/v1/namespaces/${seg(dev)}/services/order/instances`;
     expect((await p.rest("PUT", instances, { token: root, body: { schema: "http", host: "h", port: 1 } })).status).toBe(200);

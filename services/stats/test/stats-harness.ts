@@ -5,7 +5,7 @@ import { createMemoryRegistryStore, createMemoryTopologyStore, createRedisRegist
 import { buildProcess, createLogger, type BuiltProcess } from "@gov/service-kit";
 import { redisTargets } from "@gov/testkit";
 import { createStatsModule } from "../src/module.js";
-import { createMemoryStatsStore, createRedisStatsStore } from "../src/stats/stats-store.js";
+import { createMemoryStatsStore, createRedisStatsStore, type StatsStore } from "../src/stats/stats-store.js";
 import type { WorkerTiming } from "../src/worker/run-worker.js";
 import type { StatsStores } from "../src/worker/stores.js";
 
@@ -59,6 +59,21 @@ export function statsTargets(): { name: string; skip: string; open: () => Promis
 }
 
 /** Settings as the environment would give them, for a test process. */
+/** The stats store alone on each store kind, for tests of its write rules (`label` tells their system namespaces apart). */
+export function statsStoreTargets(label: string): { name: string; skip: string; open: () => Promise<{ store: StatsStore; close: () => void }> }[] {
+  return [
+    { name: "embedded", skip: "", open: async () => ({ store: createMemoryStatsStore(), close: () => {} }) },
+    ...redisTargets().map((t) => ({
+      name: t.name,
+      skip: t.skip,
+      open: async () => {
+        const c = await connectRedis(t.url);
+        return { store: createRedisStatsStore(c, `gov-{${label}${process.pid}x${seq++}}`), close: () => c.disconnect() };
+      },
+    })),
+  ];
+}
+
 export const testSources = (env: Record<string, string> = {}) => ({ file: {}, env: { GOV_SHUTDOWN_GRACE: "3s", ...env } });
 
 /** A short period for tests: a pass every 300 ms, the first 100 ms after start. */

@@ -1,9 +1,8 @@
-import { connectRedis } from "@gov/redis";
 import { createMemoryRegistryStore } from "@gov/registry-service";
-import { redisTargets } from "@gov/testkit";
 import { describe, expect, it } from "vitest";
-import { createMemoryStatsStore, createRedisStatsStore, type StatsStore } from "../src/stats/stats-store.js";
+import { createMemoryStatsStore } from "../src/stats/stats-store.js";
 import { runStatsPass } from "../src/worker/stats-pass.js";
+import { statsStoreTargets } from "./stats-harness.js";
 
 describe("runStatsPass on the embedded store", () => {
   it("gives other work turns while it visits 2,000 namespaces (the store itself never does), and counts every one", async () => {
@@ -36,20 +35,10 @@ describe("runStatsPass on the embedded store", () => {
 });
 
 describe("a namespace deleted while a pass counts it", () => {
-  const targets: { name: string; skip: string; open: () => Promise<{ stats: StatsStore; close: () => void }> }[] = [
-    { name: "embedded", skip: "", open: async () => ({ stats: createMemoryStatsStore(), close: () => {} }) },
-    ...redisTargets().map((t) => ({
-      name: t.name,
-      skip: t.skip,
-      open: async () => {
-        const c = await connectRedis(t.url);
-        return { stats: createRedisStatsStore(c, `gov-{dp${process.pid}}`), close: () => c.disconnect() };
-      },
-    })),
-  ];
+  const targets = statsStoreTargets("dp");
   for (const t of targets) {
     it.skipIf(t.skip)(`reads zeros once the delete answered, not the counts the pass read before it (${t.name} store)`, async () => {
-      const { stats, close } = await t.open();
+      const { store: stats, close } = await t.open();
       try {
         const ns = `{dp${process.pid}x${Date.now()}}`;
         const passAt = Date.now() - 1;

@@ -10,6 +10,7 @@ import { runWorker } from "../src/worker/run-worker.js";
 import type { StatsStores } from "../src/worker/stores.js";
 import { createMemoryRegistryStore, createMemoryTopologyStore } from "@gov/registry-service";
 import type { ModuleContext } from "@gov/service-kit";
+import { statsStoreTargets } from "./stats-harness.js";
 
 const logger = createLogger("test", process.env.TEST_LOG_LEVEL ?? "silent");
 const DONE: PassResult = { namespaces: 0, expired: 0, instances: 0, prunedEdges: 0, durationMs: 0 };
@@ -20,17 +21,7 @@ const runMutexWorker = (redis: RedisClient, stores: StatsStores) =>
   runWorker({ logger, redis } as unknown as ModuleContext, { mutexEnabled: true, edgeTtl: 60_000 } as never, stores, { initialDelayMs: 0, periodMs: 60_000, tickMs: 50, mutexTtlMs: 1000 });
 
 describe("the stats store: counts of an older pass never replace a newer pass's", () => {
-  const targets = [
-    { name: "embedded", skip: "", open: async () => ({ store: createMemoryStatsStore(), close: () => {} }) },
-    ...redisTargets().map((t) => ({
-      name: t.name,
-      skip: t.skip,
-      open: async () => {
-        const c = await connectRedis(t.url);
-        return { store: createRedisStatsStore(c, `gov-{sw${process.pid}x${seq++}}`), close: () => c.disconnect() };
-      },
-    })),
-  ];
+  const targets = statsStoreTargets("sw");
   const stat = (configs: number) => ({ namespaces: 2, services: { total: 1, health: 1 }, instances: 3, configs });
   for (const t of targets) {
     it.skipIf(t.skip)(`on the ${t.name} store`, async () => {
@@ -60,17 +51,7 @@ describe("the stats store: counts of an older pass never replace a newer pass's"
 describe("a clock running ahead (a worker an hour fast ran a pass, then died)", () => {
   const HOUR = 3_600_000;
   const stat = (configs: number) => ({ namespaces: 1, services: { total: 0, health: 0 }, instances: 0, configs });
-  const targets = [
-    { name: "embedded", skip: "", open: async () => ({ store: createMemoryStatsStore(), close: () => {} }) },
-    ...redisTargets().map((t) => ({
-      name: t.name,
-      skip: t.skip,
-      open: async () => {
-        const c = await connectRedis(t.url);
-        return { store: createRedisStatsStore(c, `gov-{sk${process.pid}x${seq++}}`), close: () => c.disconnect() };
-      },
-    })),
-  ];
+  const targets = statsStoreTargets("sk");
   for (const t of targets) {
     it.skipIf(t.skip)(`its counts are replaced by the next pass's on the ${t.name} store (they stayed an hour)`, async () => {
       const { store, close } = await t.open();
