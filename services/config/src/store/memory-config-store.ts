@@ -1,3 +1,4 @@
+import { mapInTurns } from "@gov/service-kit";
 import type {
   ConfigChange,
   ConfigHistoryRecord,
@@ -94,9 +95,8 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
     },
     async versions(ns, id) {
       const history = entryOf(ns, id, false)?.history ?? [];
-      return history
-        .map((h): ConfigVersionInfo => ({ configId: h.configId, version: h.version, op: h.op, opTime: h.opTime }))
-        .reverse();
+      // a few milliseconds at a time, as the Redis store: a 100,000-version history is ~20 ms of copying in one piece
+      return mapInTurns(history.toReversed(), (h): ConfigVersionInfo => ({ configId: h.configId, version: h.version, op: h.op, opTime: h.opTime }));
     },
     async version(ns, id, v) {
       const h = entryOf(ns, id, false)?.history.find((x) => x.version === v);

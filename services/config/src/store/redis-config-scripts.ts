@@ -29,15 +29,14 @@ export function configKeys(namespace: string, configId: string): Keys {
 export const configDataKeys = (namespace: string, configId: string) => configKeys(namespace, configId).slice(1, 5);
 
 /**
- * Archived versions, newest first, from the history log's entries (oldest first, as `LRANGE` returns them) followed
- * by the entries of a not yet migrated legacy index (oldest first, as `ZRANGE` returns them): the order the next
- * write's migration will give the log, so a read before it and a read after it agree.
+ * One entry of the history log (`<version>:<op>:<opTime>`). Archived versions are listed newest first: the log's entries
+ * (oldest first, as `LRANGE` returns them) followed by those of a not yet migrated legacy index (oldest first, as
+ * `ZRANGE` returns them), reversed — the order the next write's migration will give the log, so a read before it and a
+ * read after it agree.
  */
-export function parseHistoryLog(log: string[], legacy: string[] = []): { version: number; op: ConfigOp; opTime: number }[] {
-  return [...log, ...legacy].reverse().map((m) => {
-    const [version, op, opTime] = m.split(":");
-    return { version: Number(version), op: op as ConfigOp, opTime: Number(opTime) };
-  });
+export function parseHistoryEntry(m: string): { version: number; op: ConfigOp; opTime: number } {
+  const [version, op, opTime] = m.split(":");
+  return { version: Number(version), op: op as ConfigOp, opTime: Number(opTime) };
 }
 
 const EVENT_SUFFIX = ":cfg_evt";
