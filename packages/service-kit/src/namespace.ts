@@ -7,6 +7,9 @@ export interface NamespaceRule {
   requireHashTag: boolean;
 }
 
+/** Names the current-namespace routes (GET /v1/namespaces/current, PUT /v1/namespaces/current/{ns}), never a namespace. */
+export const RESERVED_NAMESPACE = "current";
+
 /** The longest namespace name (in UTF-16 code units, as `string.length` counts). */
 export const MAX_NAMESPACE_LENGTH = 256;
 const MAX_LENGTH = MAX_NAMESPACE_LENGTH;
@@ -70,6 +73,15 @@ export function checkNamespace(namespace: string, rule: NamespaceRule): void {
  */
 export function checkNewNamespace(namespace: string, rule: NamespaceRule): void {
   checkNamespace(namespace, rule);
+  // Only reachable with require-hash-tag=false ("current" has no tag). /v1/namespaces/current is the current-namespace
+  // route, so the namespace service refuses the name (it could be neither deleted nor made current): a config or a
+  // registration written into it made a namespace that GET /v1/namespaces listed and no DELETE could ever remove.
+  if (namespace === RESERVED_NAMESPACE) {
+    throw new ConnectError(
+      `"${RESERVED_NAMESPACE}" cannot name a namespace: /v1/namespaces/current is the current-namespace route, so a namespace of that name could not be deleted or made current; use another name`,
+      Code.InvalidArgument,
+    );
+  }
   const invisible = invisibleCharacterIn(namespace);
   if (invisible) {
     throw new ConnectError(

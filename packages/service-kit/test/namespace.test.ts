@@ -67,4 +67,19 @@ describe("namespace rule (contract §2)", () => {
     expect(() => checkNamespace("dev", { requireHashTag: false })).not.toThrow();
     rejects("a:b", { requireHashTag: false });
   });
+
+  it('"current" is never a namespace to write into, also with require-hash-tag=false (it names the current-namespace route)', () => {
+    const loose = { requireHashTag: false };
+    let message = "";
+    try {
+      checkNewNamespace("current", loose);
+    } catch (err) {
+      expect((err as ConnectError).code).toBe(Code.InvalidArgument);
+      message = (err as ConnectError).rawMessage;
+    }
+    expect(message).toContain('"current" cannot name a namespace');
+    // reads still reach data an earlier release let in; other names, and "{current}", are fine
+    expect(() => checkNamespace("current", loose)).not.toThrow();
+    for (const ns of ["currently", "Current", "{current}"]) expect(() => checkNewNamespace(ns, loose)).not.toThrow();
+  });
 });
