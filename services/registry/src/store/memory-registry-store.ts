@@ -4,16 +4,34 @@ import { shouldPublishRenew } from "./registry-store.js";
 const live = (r: InstanceRecord, now: number) => r.ttlAt === undefined || r.ttlAt > now;
 const byId = (a: InstanceRecord, b: InstanceRecord) => (a.instanceId < b.instanceId ? -1 : a.instanceId > b.instanceId ? 1 : 0);
 
+/** Where `instanceId` is in `sorted` (by id), or where it would be inserted. */
+function indexOfId(sorted: readonly InstanceRecord[], instanceId: string): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid].instanceId < instanceId) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /**
  * A service's instances by id, with its sorted list of live instances kept between reads (discovery reads it on every
  * `/lb` and list call: copying, filtering and sorting it each time was the largest line of the embedded `/lb`, ~3 µs).
- * The list is dropped by every change — any `set`, `delete` or `clear`, so no write path can forget it — and is reused
- * only from the time it was made until the earliest ttl in it passes.
+ * A write updates the list in place — a renewal, a metadata change or a registration is one binary search (and a
+ * registration of a new id one insertion, a deregistration one removal): dropping the list on every write re-sorted the
+ * whole service on the next read, and a 100,000-instance service whose instances renew re-sorted it for nearly every
+ * `/lb` (45–130 ms each, the event loop held). Instances dropped as expired (`expire`, often many at once) and the
+ * earliest ttl passing leave the list at the next read, in one filtering pass that keeps the order. Only a clock set
+ * back before the list was made builds it again from the map.
  */
 class Service extends Map<string, InstanceRecord> {
   #listed: InstanceRecord[] | undefined;
   #from = 0;
   #until = 0;
+  /** The latest time by which instances were dropped as expired since the list was filtered (they may still be in it). */
+  #expiredBy = -Infinity;
   /**
    * No instance expires before this time (a lower bound: a renewal moves a ttl later without raising it). Every write
    * drops the expired instances first; without this bound each one scanned the whole service, and registering a
@@ -26,13 +44,32 @@ class Service extends Map<string, InstanceRecord> {
   }
 
   override set(id: string, r: InstanceRecord): this {
-    this.#listed = undefined;
     if (r.ttlAt !== undefined && r.ttlAt < this.earliestTtl) this.earliestTtl = r.ttlAt;
+    const listed = this.#listed;
+    if (listed !== undefined) {
+      const at = indexOfId(listed, id);
+      if (listed[at]?.instanceId === id) listed[at] = r;
+      else listed.splice(at, 0, r);
+      // the list is reused until its earliest ttl: a record that expires sooner (a shorter ttl) brings that time forward
+      if (r.ttlAt !== undefined && r.ttlAt < this.#until) this.#until = r.ttlAt;
+    }
     return super.set(id, r);
   }
   override delete(id: string): boolean {
-    this.#listed = undefined;
+    const listed = this.#listed;
+    if (listed !== undefined) {
+      const at = indexOfId(listed, id);
+      if (listed[at]?.instanceId === id) listed.splice(at, 1);
+    }
     return super.delete(id);
+  }
+  /**
+   * Drops an instance that expired by `now`. A sweep drops many at once, and a removal from the list each would move
+   * the rest of it each time: the next read filters them all out in one pass instead.
+   */
+  expire(id: string, now: number): void {
+    super.delete(id);
+    if (now > this.#expiredBy) this.#expiredBy = now;
   }
   override clear(): void {
     this.#listed = undefined;
@@ -41,12 +78,18 @@ class Service extends Map<string, InstanceRecord> {
 
   /** The live instances at `now`, sorted by id; a copy, which the caller may change. */
   liveAt(now: number): InstanceRecord[] {
-    if (this.#listed === undefined || now < this.#from || now >= this.#until) {
+    if (this.#listed === undefined || now < this.#from) {
       this.#listed = [...this.values()].filter((r) => live(r, now)).sort(byId);
-      this.#from = now;
-      this.#until = Infinity;
-      for (const r of this.#listed) if (r.ttlAt !== undefined && r.ttlAt < this.#until) this.#until = r.ttlAt;
-    }
+    } else if (now >= this.#until || this.#expiredBy > -Infinity) {
+      // still sorted: only what has expired leaves it. A record that could have been dropped as expired (its ttl passed
+      // by then) stays only if the map still holds it: a clock set back can read it as live again.
+      const expiredBy = this.#expiredBy;
+      this.#listed = this.#listed.filter((r) => live(r, now) && (r.ttlAt === undefined || r.ttlAt > expiredBy || this.get(r.instanceId) === r));
+    } else return this.#listed.slice();
+    this.#from = now;
+    this.#expiredBy = -Infinity;
+    this.#until = Infinity;
+    for (const r of this.#listed) if (r.ttlAt !== undefined && r.ttlAt < this.#until) this.#until = r.ttlAt;
     return this.#listed.slice();
   }
 }
@@ -78,7 +121,7 @@ export function createMemoryRegistryStore(): RegistryStore {
         if (r.ttlAt !== undefined && r.ttlAt < earliest) earliest = r.ttlAt;
         continue;
       }
-      service.delete(id);
+      service.expire(id, now);
       emit({ namespace: ns, serviceId, op: "expired", instanceId: id });
       n++;
     }
