@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import { invisibleCharacterIn, withInvisibleWrittenOut } from "@gov/service-kit";
 import { MAX_TTL_MS, MIN_TTL_MS } from "./settings.js";
 
 /**
@@ -37,6 +38,16 @@ export function checkWritableServiceId(serviceId: string): void {
   checkServiceId(serviceId);
   // " order" and "order" would be two services that look alike in every list: refused when created
   if (serviceId.trim() !== serviceId) throw invalid(`serviceId ${excerpt(serviceId)} starts or ends with a space: remove it`);
+  // For the same reason: "order" followed by a zero-width space (or behind a bidirectional override) shows as "order",
+  // and "café" is U+00E9 or "e" + the combining U+0301 — two services no list, topology or `/lb` caller can tell apart,
+  // as for namespaces, users and roles. Services created before this rule are still read, renewed and deleted.
+  const hidden = invisibleCharacterIn(serviceId);
+  if (hidden) {
+    throw invalid(`serviceId ${excerpt(withInvisibleWrittenOut(serviceId))} contains ${hidden}, a character that does not show (a zero-width, format or bidirectional character), which would let it pass for another service: remove it`);
+  }
+  if (serviceId.normalize("NFC") !== serviceId) {
+    throw invalid(`serviceId ${excerpt(serviceId)} is not in composed Unicode form (NFC): it shows the same as ${excerpt(serviceId.normalize("NFC"))}, which would be another service; send that`);
+  }
   if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/${serviceId} is a route of its own): choose another name`);
   if (serviceId === PROTO_KEY) throw invalid(`serviceId "${PROTO_KEY}" is reserved (it names a JavaScript object's prototype, so the topology could not list it): choose another name`);
 }

@@ -223,5 +223,34 @@ for (const target of storeTargets()) {
       expect([r.statusCode, r.json().message]).toEqual([400, expect.stringContaining("does not belong to service")]);
       expect((await req("GET", svc(n))).json()).toEqual([]); // nothing was created by the refused calls
     });
+
+    it("a service id that shows as another (an invisible or bidirectional character, or not in NFC) is refused when created; an existing one is still served", async () => {
+      const n = ns();
+      const invisible: [string, string][] = [
+        ["order\u200b", "U+200B"], // zero-width space: shows as "order"
+        ["\u202eredro", "U+202E"], // right-to-left override: shows as "order"
+        ["or\u00adder", "U+00AD"], // soft hyphen
+        ["ord\u2060er", "U+2060"], // word joiner
+      ];
+      for (const [id, hidden] of invisible) {
+        for (const r of [await req("PUT", svc(n, id)), await req("PUT", svc(n, id, "/instances"), { schema: "http", host: "h", port: 1 })]) {
+          expect([r.statusCode, r.json().code, r.json().message], JSON.stringify(id)).toEqual([400, "invalid_argument", expect.stringContaining(`contains ${hidden}, a character that does not show`)]);
+        }
+      }
+      const decomposed = "cafe\u0301"; // shows as "café" (U+00E9)
+      const r = await req("PUT", svc(n, decomposed, "/instances"), { schema: "http", host: "h", port: 1 });
+      expect([r.statusCode, r.json().message]).toEqual([400, `serviceId ${JSON.stringify(decomposed)} is not in composed Unicode form (NFC): it shows the same as "café", which would be another service; send that`]);
+      expect((await req("GET", svc(n))).json()).toEqual([]);
+      // the composed name, and names that merely are not ASCII, are fine; an emoji's joiner shows as part of it
+      for (const id of ["café", "заказ", "注文", "👩‍💻-jobs"]) expect((await req("PUT", svc(n, id, "/instances"), { schema: "http", host: "h", port: 1 })).statusCode, id).toBe(200);
+      // a service created before the rule (written to the store directly) is still listed, chosen, renewed and removed
+      const old = "legacy\u200b";
+      const oldId = `${old}@http#h#1`;
+      await store.register(n, { instanceId: oldId, serviceId: old, schema: "http", host: "h", port: 1, weight: 1, isEphemeral: true, ttlAt: Date.now() + 60_000, ttlMs: 60_000, metadata: {} }, Date.now());
+      expect((await req("GET", svc(n, old, "/lb"))).json().instanceId).toBe(oldId);
+      expect((await req("PUT", inst(n, old, oldId, "/renew"))).json()).toBe(true);
+      expect((await req("DELETE", inst(n, old, oldId))).json()).toBe(true);
+      expect((await req("DELETE", svc(n, old))).json()).toBe(true);
+    });
   });
 }
