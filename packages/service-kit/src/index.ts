@@ -1,5 +1,5 @@
 export { checkNamespace, checkNewNamespace, isValidNamespace, MAX_NAMESPACE_LENGTH, RESERVED_NAMESPACE, type NamespaceRule } from "./namespace.js";
-export { invisibleCharacterIn, withInvisibleWrittenOut } from "./invisible-characters.js";
+export { composedFormOf, invisibleCharacterIn, withInvisibleWrittenOut } from "./invisible-characters.js";
 export { perRecord } from "./per-record.js";
 export { fanOutPacer, paceFanOut, FAN_OUT_BYTES_PER_TURN } from "./fan-out-pacer.js";
 export { settleNextTickShape } from "./next-tick-shape.js";

@@ -26,6 +26,17 @@ export function invisibleCharacterIn(value: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The composed Unicode form (NFC) of `value` when `value` is not in it, else undefined: "ó" is U+00F3, or "o" followed
+ * by the combining U+0301 — the same on screen, two different names. For names being created, beside
+ * {@link invisibleCharacterIn}; printable ASCII (nearly every name, on every registration) is composed already.
+ */
+export function composedFormOf(value: string): string | undefined {
+  if (isPrintableAscii(value)) return undefined;
+  const composed = value.normalize("NFC");
+  return composed === value ? undefined : composed;
+}
+
 function isPrintableAscii(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);

@@ -1,6 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { checkNamespace, checkNewNamespace, invisibleCharacterIn } from "../src/index.js";
+import { checkNamespace, checkNewNamespace, composedFormOf, invisibleCharacterIn } from "../src/index.js";
 
 const strict = { requireHashTag: true };
 const rejects = (ns: string, rule = strict) => {
@@ -61,6 +61,13 @@ describe("namespace rule (contract §2)", () => {
     expect(invisibleCharacterIn("{dev}\u001f")).toBe("U+001F");
     // a namespace created with one before the rule can still be read, renewed into, exported and deleted
     expect(() => checkNamespace("{dev}\u200b", strict)).not.toThrow();
+  });
+
+  it("composedFormOf: the NFC form of a decomposed name, nothing for a composed one or printable ASCII", () => {
+    expect(composedFormOf("cafe\u0301")).toBe("caf\u00e9");
+    expect(composedFormOf("\u212b")).toBe("\u00c5"); // the Angstrom sign shows as Å
+    expect(composedFormOf("caf\u00e9")).toBeUndefined();
+    expect(composedFormOf("order-service_1.v2")).toBeUndefined();
   });
 
   it("with require-hash-tag=false, plain names pass (standalone storage only) but the character rules stay", () => {

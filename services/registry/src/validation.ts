@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { invisibleCharacterIn, withInvisibleWrittenOut } from "@gov/service-kit";
+import { composedFormOf, invisibleCharacterIn, withInvisibleWrittenOut } from "@gov/service-kit";
 import { MAX_TTL_MS, MIN_TTL_MS } from "./settings.js";
 
 /**
@@ -45,8 +45,9 @@ export function checkWritableServiceId(serviceId: string): void {
   if (hidden) {
     throw invalid(`serviceId ${excerpt(withInvisibleWrittenOut(serviceId))} contains ${hidden}, a character that does not show (a zero-width, format or bidirectional character), which would let it pass for another service: remove it`);
   }
-  if (serviceId.normalize("NFC") !== serviceId) {
-    throw invalid(`serviceId ${excerpt(serviceId)} is not in composed Unicode form (NFC): it shows the same as ${excerpt(serviceId.normalize("NFC"))}, which would be another service; send that`);
+  const composed = composedFormOf(serviceId);
+  if (composed !== undefined) {
+    throw invalid(`serviceId ${excerpt(serviceId)} is not in composed Unicode form (NFC): it shows the same as ${excerpt(composed)}, which would be another service; send that`);
   }
   if (RESERVED_SERVICE_IDS.has(serviceId)) throw invalid(`serviceId "${serviceId}" is reserved (GET …/services/${serviceId} is a route of its own): choose another name`);
   if (serviceId === PROTO_KEY) throw invalid(`serviceId "${PROTO_KEY}" is reserved (it names a JavaScript object's prototype, so the topology could not list it): choose another name`);

@@ -1,7 +1,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
-import { checkNamespace, invisibleCharacterIn, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, composedFormOf, invisibleCharacterIn, type NamespaceRule } from "@gov/service-kit";
 import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
 import { hashPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
@@ -36,11 +36,11 @@ function checkNewName(value: string, what: string): void {
   if (value.trim() !== value) throw invalid(`${what} starts or ends with a space: remove it`);
   const hidden = invisibleCharacterIn(value);
   if (hidden) throw invalid(`${what} contains ${hidden}, a character that does not show (invisible, a control or a bidirectional override), which would let it pass for another name: remove it`);
-  // "ó" is U+00F3, or "o" followed by the combining U+0301 (and "Å" U+00C5 or the Angstrom sign U+212B): the same on
-  // screen, two different names (two users "róot" in the user list and the audit log). New names are taken in the composed form (NFC) only, which is how keyboards
-  // and most clients send them, so each name that shows one way is one name.
-  if (value.normalize("NFC") !== value) {
-    throw invalid(`${what} is not in composed Unicode form (NFC): it shows the same as ${JSON.stringify(value.normalize("NFC"))}, which would be another name; send that`);
+  // Two users "róot" in the user list and the audit log: new names are taken in the composed form (NFC) only, which is
+  // how keyboards and most clients send them, so each name that shows one way is one name.
+  const composed = composedFormOf(value);
+  if (composed !== undefined) {
+    throw invalid(`${what} is not in composed Unicode form (NFC): it shows the same as ${JSON.stringify(composed)}, which would be another name; send that`);
   }
 }
 
