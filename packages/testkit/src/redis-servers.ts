@@ -26,6 +26,16 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** Whether a loopback listener could bind `port` now. */
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+  });
+}
+
 /** Sends one inline command and returns the first reply line (enough for PING / CLUSTER INFO checks). */
 function rawCommand(port: number, command: string, timeoutMs = 500): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -49,10 +59,12 @@ function rawCommand(port: number, command: string, timeoutMs = 500): Promise<str
   });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 15_000, gone?: () => Error | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return;
+    const err = gone?.();
+    if (err) throw err;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`timed out waiting for ${what}`);
@@ -78,6 +90,19 @@ function spawnRedis(port: number, extra: string[], dir: string): ChildProcess {
   child.unref();
   return child;
 }
+
+/**
+ * A server that exited before it answered: mostly its port (or a Cluster node's bus port, port + 10000) was taken
+ * between `freePort` and its bind — the OS hands the same ephemeral ports to the outgoing connections of every test
+ * running beside. Retried on fresh ports; waiting out the whole startup timeout for a dead process told nothing.
+ */
+class ExitedAtStart extends Error {}
+
+const exitedAtStart = (child: ChildProcess, port: number) => () =>
+  running(child) ? undefined : new ExitedAtStart(`redis-server on port ${port} exited at start (${child.exitCode ?? child.signalCode}): its port or bus port taken?`);
+
+/** How many times a server or Cluster whose node exited at start is started again on fresh ports. */
+const START_ATTEMPTS = 3;
 
 /** Not exited yet: a server that exited on its own has an exit code, one killed by a signal (a test's SIGKILL) a signal code. */
 const running = (child: ChildProcess | undefined): child is ChildProcess & { pid: number } => !!child?.pid && child.exitCode === null && child.signalCode === null;
@@ -111,20 +136,30 @@ async function killByPid(child: ChildProcess | undefined, port: number): Promise
 
 /** Starts a standalone `redis-server` on a free loopback port. */
 export async function startRedis(opts: { port?: number; args?: string[] } = {}): Promise<RedisServer> {
-  const port = opts.port ?? (await freePort());
+  let port = opts.port ?? (await freePort());
   // Persistence is off, so the server writes nothing: the shared temp folder is a safe working directory.
   const dir = tmpdir();
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawnRedis(port, opts.args ?? [], dir);
+    const started = spawnRedis(port, opts.args ?? [], dir);
+    child = started;
     try {
-      await waitFor(`redis-server on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+      await waitFor(`redis-server on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"), undefined, exitedAtStart(started, port));
     } catch (err) {
-      child.kill("SIGKILL"); // never leave a half-started server behind
+      started.kill("SIGKILL"); // never leave a half-started server behind
       throw err;
     }
   };
-  await start();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      // A port the caller chose is theirs to free; one picked here is picked again.
+      if (!(err instanceof ExitedAtStart) || opts.port !== undefined || attempt === START_ATTEMPTS) throw err;
+      port = await freePort();
+    }
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -190,13 +225,24 @@ const bulkBody = (reply: string) => reply.replace(/^\$\d+\r\n/, "").replace(/\r\
  * waits for `cluster_state:ok` on every node (and, with replicas, `master_link_status:up` on each replica).
  */
 export async function startRedisCluster(size = 3, options: RedisClusterOptions = {}): Promise<RedisClusterServers> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(size, options);
+    } catch (err) {
+      if (!(err instanceof ExitedAtStart) || attempt === START_ATTEMPTS) throw err;
+    }
+  }
+}
+
+async function startClusterOnce(size: number, options: RedisClusterOptions): Promise<RedisClusterServers> {
   const perMaster = options.replicas ?? 0;
   const total = size * (1 + perMaster);
   const nodeTimeout = options.nodeTimeoutMs ?? (perMaster > 0 ? 2000 : 5000);
   const ports: number[] = [];
   while (ports.length < total) {
     const p = await freePort();
-    if (!ports.includes(p) && p < 55535) ports.push(p); // the cluster bus uses port + 10000
+    // The cluster bus listens on port + 10000: it must be free too.
+    if (!ports.includes(p) && !ports.includes(p + 10000) && p < 55535 && (await portIsFree(p + 10000))) ports.push(p);
   }
   const dir = mkdtempSync(join(tmpdir(), "gov-cluster-"));
   const spawnNode = (port: number) =>
@@ -219,7 +265,8 @@ export async function startRedisCluster(size = 3, options: RedisClusterOptions =
   const ids: string[] = [];
   try {
     for (const port of ports) {
-      await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"));
+      const child = children[ports.indexOf(port)];
+      await waitFor(`cluster node on port ${port}`, async () => (await rawCommand(port, "PING")).startsWith("+PONG"), undefined, exitedAtStart(child, port));
       ids.push(bulkBody(await rawCommand(port, "CLUSTER MYID")));
     }
     // Assign slot ranges and introduce the nodes ourselves: quicker than `redis-cli --cluster create`.

@@ -1,4 +1,5 @@
 import { Redis } from "ioredis";
+import { createServer } from "node:net";
 import { describe, expect, inject, it } from "vitest";
 import { startRedis } from "../src/index.js";
 
@@ -54,5 +55,18 @@ describe.skipIf(skip)("test Redis servers", () => {
     process.kill(srv.pid!, "SIGKILL");
     await srv.stop();
     expect(srv.pid).toBeUndefined();
+  });
+
+  it("a server whose port is taken fails its start at once, saying so (it used to wait out 15 s for a dead process)", async () => {
+    const holder = createServer();
+    await new Promise<void>((r) => holder.listen(0, "127.0.0.1", r));
+    const port = (holder.address() as { port: number }).port;
+    try {
+      const started = Date.now();
+      await expect(startRedis({ port })).rejects.toThrow(`redis-server on port ${port} exited at start`);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      holder.close();
+    }
   });
 });
