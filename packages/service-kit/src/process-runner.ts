@@ -10,6 +10,7 @@ import { Counter } from "prom-client";
 import { loadSettings, misspelledFileKeys, parseBoolean, rawSetting, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
+import { limitOpenStreams, openWatchesSetting } from "./open-streams.js";
 import { trustedProxiesSetting } from "./client-address.js";
 import { admitInTurns } from "./request-admission.js";
 import { corsSettings } from "./cors.js";
@@ -51,6 +52,7 @@ export const processSettings = {
     doc: "on SIGTERM: how long in-flight calls may take to finish before the process exits anyway",
   } as SettingDef<number>,
   requestTimeout: requestTimeoutSetting,
+  openWatches: openWatchesSetting,
   trustedProxies: trustedProxiesSetting,
   ...corsSettings,
   logAccess: { name: "gov.log.access", parse: parseBoolean, default: false, doc: "`true` logs one line per HTTP request (method, URL, status, time)" } as SettingDef<boolean>,
@@ -184,11 +186,13 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   }
 
   // The interceptor chain, built once for every listener and the in-process transport. Order (outermost first):
-  // metrics see the final code; drain refuses new calls and ends streams at shutdown; the guard's (audit, then
-  // authorization) go between drain and errors; errors turn store outages and bugs into Connect codes.
+  // metrics see the final code; drain refuses new calls and ends streams at shutdown; the open-stream limit refuses a
+  // watch past gov.limits.open-watches; the guard's (audit, then authorization) go between it and errors; errors turn
+  // store outages and bugs into Connect codes.
   const metrics = createMetrics();
   const drain = createDrain();
-  const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, errorInterceptor(logger)];
+  const openStreams = limitOpenStreams(settings.openWatches);
+  const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, openStreams.interceptor, errorInterceptor(logger)];
 
   const closers: (() => Promise<void>)[] = []; // in reverse order of opening
   let redis: RedisClient | undefined;
@@ -207,7 +211,7 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
       return local;
     }
     let remote = remoteTransports.get(plan.module.name);
-    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [metrics.remoteInterceptor, drain.clientInterceptor] })));
+    if (!remote) remoteTransports.set(plan.module.name, (remote = remoteTransport(plan.endpoint.url, { serviceName: plan.module.name, interceptors: [metrics.remoteInterceptor, drain.clientInterceptor, openStreams.interceptor] })));
     return remote;
   };
   // Resolved at the first call, so modules may ask for each other in any order; then kept (the plan never changes once
