@@ -1,7 +1,7 @@
 import { promisify } from "node:util";
 import { brotliCompress, constants as zlibConstants, gzip } from "node:zlib";
 import { ScalarType, toJson, type DescField, type DescMessage, type Message } from "@bufbuild/protobuf";
-import { jsonTexts, prepareLargeLists } from "@gov/service-kit";
+import { jsonArrayInTurns, jsonTexts, LARGE_LIST, prepareLargeLists } from "@gov/service-kit";
 import negotiate from "@fastify/accept-negotiator";
 import type { FastifyReply } from "fastify";
 import { logFailure, toRestError } from "../errors.js";
@@ -28,6 +28,20 @@ export const prepareAnswer = (desc: DescMessage, msg: Message): Promise<void> | 
 /** A bool or string field, or a list of either: protobuf JSON writes those values as JSON.stringify does. */
 const isPlainJson = (field: DescField) =>
   (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) && (field.scalar === ScalarType.BOOL || field.scalar === ScalarType.STRING);
+
+/**
+ * The JSON text the REST API answers when making it in one piece would hold the event loop: a long list of strings (a
+ * namespace's 100,000 config ids, 3.7 MB of JSON: 12–49 ms of JSON.stringify) written a few milliseconds at a time.
+ * Undefined for every other answer (responseBody makes those, or their long lists of messages were made by
+ * prepareAnswer), so the common answer pays one field check and no promise.
+ */
+export function largeResponseBody(route: RestRoute, msg: Message): Promise<string> | undefined {
+  const field = route.responseField;
+  if (!field || field.fieldKind !== "list" || !isPlainJson(field)) return undefined;
+  const value = (msg as unknown as Record<string, (string | boolean)[] | undefined>)[field.localName];
+  if (value === undefined || value.length < LARGE_LIST) return undefined;
+  return Promise.resolve(jsonArrayInTurns(value));
+}
 
 /** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
 export function responseBody(route: RestRoute, msg: Message): string {
@@ -221,7 +235,8 @@ async function compressed(body: string, encoding: string, key: object | undefine
 
 /**
  * A unary answer as JSON text: with its `ETag` (and a 304 when `If-None-Match` names it), compressed when large and
- * the client accepts br or gzip. Small bodies, the common case, pay one length check and no promise.
+ * the client accepts br or gzip. Small bodies, the common case, pay one length check and no promise. `body`: the answer's
+ * JSON text when already made (largeResponseBody), else made here.
  */
 export function sendUnaryResponse(
   route: RestRoute,
@@ -229,6 +244,7 @@ export function sendUnaryResponse(
   msg: Message,
   etagOf: (msg: Message) => string | undefined,
   options: ResponseOptions,
+  body?: string,
 ): FastifyReply | Promise<FastifyReply> {
   const etag = etagOf(msg);
   if (etag !== undefined) {
@@ -239,7 +255,7 @@ export function sendUnaryResponse(
     if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) return reply.code(304).send();
   }
   // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
-  return sendJsonText(reply, responseBody(route, msg), respondedMessage(route, msg), options);
+  return sendJsonText(reply, body ?? responseBody(route, msg), respondedMessage(route, msg), options);
 }
 
 /**

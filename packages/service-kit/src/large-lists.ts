@@ -102,6 +102,66 @@ export function mapInTurns<T, U>(items: readonly T[], make: (item: T) => U): U[]
   })();
 }
 
+/** Strings sorted in one piece by sortInTurns: ~0.5 ms of `sort` apiece. */
+const SORT_RUN = 2048;
+
+/**
+ * `items.toSorted()` (UTF-16 code unit order, as `sort` without a comparator) of strings; for a long list (LARGE_LIST or
+ * more) a few milliseconds at a time, as a promise. One `sort` of a namespace's 100,000 config ids held the event loop
+ * for 30–130 ms: here runs of SORT_RUN are sorted each in one piece, then merged pairwise, a run's merge checking the
+ * clock every 16 strings. Merging is stable and runs are sorted stably, so the result is `toSorted()`'s exactly.
+ */
+export function sortInTurns(items: readonly string[]): string[] | Promise<string[]> {
+  if (items.length < LARGE_LIST) return items.toSorted();
+  return (async () => {
+    const turns = turnTaker();
+    let runs: string[][] = [];
+    for (let i = 0; i < items.length; i += SORT_RUN) {
+      runs.push(items.slice(i, i + SORT_RUN).sort());
+      await turns.maybe();
+    }
+    while (runs.length > 1) {
+      const merged: string[][] = [];
+      for (let i = 0; i < runs.length; i += 2) merged.push(i + 1 < runs.length ? await mergeInTurns(runs[i], runs[i + 1], turns) : runs[i]);
+      runs = merged;
+    }
+    return runs[0];
+  })();
+}
+
+/** The sorted strings `a` and `b` as one sorted list (on a tie `a`'s first: stable), letting the event loop turn. */
+async function mergeInTurns(a: string[], b: string[], turns: ReturnType<typeof turnTaker>): Promise<string[]> {
+  const out = new Array<string>(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  for (let k = 0; k < out.length; k++) {
+    out[k] = j >= b.length || (i < a.length && a[i] <= b[j]) ? a[i++] : b[j++];
+    if ((k & 15) === 15) await turns.maybe();
+  }
+  return out;
+}
+
+/** Items of a list of strings or booleans written by one JSON.stringify in jsonArrayInTurns: ~1 ms apiece. */
+const JSON_SLICE = 4096;
+
+/**
+ * `JSON.stringify(values)` for a list of strings or booleans; for a long list (LARGE_LIST or more) a few milliseconds at
+ * a time, as a promise. A namespace's 100,000 config ids (3.7 MB of JSON) took 12–49 ms in one piece: here slices of
+ * JSON_SLICE are written each in one piece, their texts (without the brackets) joined by commas.
+ */
+export function jsonArrayInTurns(values: readonly (string | boolean)[]): string | Promise<string> {
+  if (values.length < LARGE_LIST) return JSON.stringify(values);
+  return (async () => {
+    const turns = turnTaker();
+    const parts: string[] = [];
+    for (let i = 0; i < values.length; i += JSON_SLICE) {
+      parts.push(JSON.stringify(values.slice(i, i + JSON_SLICE)).slice(1, -1));
+      await turns.maybe();
+    }
+    return `[${parts.join(",")}]`;
+  })();
+}
+
 /** JSON text of messages, remembered by identity, for one set of JSON options. */
 export interface JsonTexts {
   /** `msg` as JSON text. */

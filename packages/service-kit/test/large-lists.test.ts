@@ -6,7 +6,7 @@ import { createClient, createRouterTransport, type StreamResponse, type UnaryReq
 import { InstanceSchema, ListInstancesResponseSchema, RegistryService, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { describe, expect, it } from "vitest";
 import { CONNECT_JSON_OPTIONS } from "../src/connect-unary.js";
-import { jsonTexts, LARGE_LIST, largeListsSerialization, mapInTurns, prepareLargeLists } from "../src/index.js";
+import { jsonArrayInTurns, jsonTexts, LARGE_LIST, largeListsSerialization, mapInTurns, prepareLargeLists, sortInTurns } from "../src/index.js";
 import { binaryElement, fromBinaryInTurns, withEncodedLists } from "../src/large-lists.js";
 
 const instances = (n: number, tag = ""): Instance[] =>
@@ -80,6 +80,21 @@ describe("long lists of messages, encoded from their elements", () => {
     expect(turns).toBeGreaterThan(0);
     expect(Array.isArray(mapInTurns([1, 2], (x) => x * 2))).toBe(true);
     expect(await mapInTurns(Array.from({ length: LARGE_LIST }, (_, i) => i), (x) => x * 2)).toEqual(Array.from({ length: LARGE_LIST }, (_, i) => i * 2));
+  });
+
+  it("sortInTurns and jsonArrayInTurns: toSorted's order and JSON.stringify's text, in turns for a long list", async () => {
+    // duplicates, escapes, non-ASCII and astral characters (UTF-16 code unit order: "\u{1F600}" sorts before "\uFFFD")
+    const words = ["b", "a", "a", 'q"uote', "back\\slash", "\u0000nul", "é", "\u{1F600}", "\uFFFD", "", "Z", "line\nbreak"];
+    const many = Array.from({ length: 20_000 }, (_, i) => `${words[(i * 7) % words.length]}${(i * 7919) % 1000}`);
+    expect(sortInTurns(words)).toEqual(words.toSorted());
+    const sorting = sortInTurns(many);
+    expect(sorting).toBeInstanceOf(Promise);
+    expect(await sorting).toEqual(many.toSorted());
+    expect(jsonArrayInTurns(words)).toBe(JSON.stringify(words));
+    const writing = jsonArrayInTurns(many);
+    expect(writing).toBeInstanceOf(Promise);
+    expect(await writing).toBe(JSON.stringify(many));
+    expect(await jsonArrayInTurns(Array.from({ length: LARGE_LIST }, (_, i) => i % 2 === 0))).toBe(JSON.stringify(Array.from({ length: LARGE_LIST }, (_, i) => i % 2 === 0)));
   });
 
   it("decoding: a long list comes back in turns, equal to fromBinary's; a short answer is decoded at once", async () => {

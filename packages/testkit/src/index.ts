@@ -6,3 +6,4 @@ export { storeOutage, type StoreOutage } from "./outage.js";
 export { pauseProcesses, resumeProcesses } from "./pause.js";
 export { stallMonitor } from "./stall.js";
 export { countingRequest, measureFanOut, type ByteCounter } from "./fan-out.js";
+export { shuffledConfigIds } from "./config-ids.js";

@@ -1,4 +1,4 @@
-import { mapInTurns } from "@gov/service-kit";
+import { mapInTurns, sortInTurns } from "@gov/service-kit";
 import type {
   ConfigChange,
   ConfigHistoryRecord,
@@ -64,7 +64,11 @@ export function createMemoryConfigStore(options: ConfigStoreOptions): ConfigStor
     async list(ns) {
       const configs = namespaces.get(ns);
       if (!configs) return [];
-      return [...configs].filter(([, e]) => e.current).map(([id]) => id).sort();
+      // The ids are taken in one piece (a consistent listing, ~2 ms for 100,000) and sorted a few milliseconds at a
+      // time: one sort of a 100,000-config namespace held the event loop for 30–130 ms.
+      const ids: string[] = [];
+      for (const [id, e] of configs) if (e.current) ids.push(id);
+      return sortInTurns(ids);
     },
     async get(ns, id) {
       // Records are never changed once written (a write replaces them), so readers may share them.

@@ -1,7 +1,7 @@
 import { Cluster } from "ioredis";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { followChanges, quitQuietly, redisCaller, redisWriteCaller, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { mapInTurns } from "@gov/service-kit";
+import { mapInTurns, sortInTurns } from "@gov/service-kit";
 import { createConfigReadCache, type CachedRead, type ConfigReadCacheOptions } from "./config-read-cache.js";
 import { type ConfigChange, type ConfigOp, type ConfigRecord, type ConfigStore, type ConfigStoreOptions } from "./config-store.js";
 import { DELETE_CHUNK, EVENT_PATTERN, configDataKeys, configKeys, configScripts, eventChannel, parseChangeEvent, parseHistoryEntry } from "./redis-config-scripts.js";
@@ -94,7 +94,10 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     kind,
     async list(ns) {
       const [idx] = configKeys(ns, "");
-      return (await call(() => client.smembers(idx))).sort();
+      // Sorted a few milliseconds at a time: one sort of a 100,000-config namespace held the event loop for 30–60 ms.
+      // The set is still read whole (ioredis decodes the reply in one piece, 20–45 ms for 100,000 ids): an SSCAN in
+      // pieces may miss an id added or show one removed meanwhile, a listing of no state the namespace ever had.
+      return sortInTurns(await call(() => client.smembers(idx)));
     },
     get(ns, id) {
       const hit = cache.lookup(ns, id);
