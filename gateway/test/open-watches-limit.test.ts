@@ -36,6 +36,9 @@ describe("the open-watches limit", () => {
     const second = grpc.watchConfig({ namespace: ns("lim"), configId: "b" }, { signal: ac.signal })[Symbol.asyncIterator]();
     await second.next();
 
+    // what an operator watches to see the limit coming
+    expect(await (await fetch(`${urls.managementUrl}/metrics`)).text()).toMatch(/^gov_open_watches 2$/m);
+
     const third = await openSse(config);
     expect(third.res.status).toBe(429);
     const body = (await third.res.json()) as { code: string; message: string };

@@ -6,7 +6,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ConnectRouter, type Interceptor, type Transport } from "@connectrpc/connect";
 import { connectRedis, createSubscriberHub, parseRedisUrl, quitQuietly, requireReplicas, type RedisClient, type SubscriberHub } from "@gov/redis";
 import { issueRequestIds, monitorSettings, requestIdFromHeader, startIdgenMonitor, type AuthorizeManagement, type IdgenMonitor } from "@gov/idgen-monitor";
-import { Counter } from "prom-client";
+import { Counter, Gauge } from "prom-client";
 import { loadSettings, misspelledFileKeys, parseBoolean, rawSetting, SettingsError, LONGEST_TIMER_MS, parseDurationBetween, parseInteger, readSettingsSources, type SettingDef, type SettingsSources } from "@gov/settings";
 import type { FastifyInstance } from "fastify";
 import { untilAborted } from "./abortable.js";
@@ -192,6 +192,14 @@ export async function buildProcess(options: ProcessOptions): Promise<BuiltProces
   const metrics = createMetrics();
   const drain = createDrain();
   const openStreams = limitOpenStreams(settings.openWatches);
+  new Gauge({
+    name: "gov_open_watches",
+    help: "Watches (server streams: SSE, Connect, gRPC) open in this process; gov.limits.open-watches bounds them",
+    registers: [metrics.registry],
+    collect() {
+      this.set(openStreams.open());
+    },
+  });
   const interceptors: Interceptor[] = [metrics.interceptor, drain.interceptor, openStreams.interceptor, errorInterceptor(logger)];
 
   const closers: (() => Promise<void>)[] = []; // in reverse order of opening
