@@ -133,6 +133,21 @@ describe("writing an export archive", () => {
     }
   });
 
+  it("writes 20,000 entries without blocking the event loop for long, and reads back what it wrote", async () => {
+    const n = 20_000;
+    const entries = Array.from({ length: n }, (_, i) => ({ configId: `service-${i}/application.yaml`, read: async () => `port: ${i}\n` }));
+    const stalls = stallMonitor();
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of writeExportArchive(entries)) chunks.push(chunk);
+    const stallMs = stalls.stop();
+    // JSZip set up every entry before writing the first byte, in one piece: 205–225 ms on-CPU for these 20,000 (over a
+    // second for 100,000). Entry by entry, the longest piece is the central directory at the end: ~12 ms.
+    expect(stallMs).toBeLessThan(100);
+    const back = await readImportArchive(Buffer.concat(chunks), { ...LIMITS, maxZipEntries: n }, never);
+    expect(back).toHaveLength(n);
+    expect(back[12_345]).toEqual({ configId: "service-12345/application.yaml", data: "port: 12345\n" });
+  });
+
   it("a read that fails (a config deleted while its archive is written) fails the archive with its error", async () => {
     const gone = new ConnectError('config "b" was deleted while the archive was being written: export again', Code.Aborted);
     const entries = [
