@@ -6,7 +6,7 @@ import type { BodyLimit } from "@gov/service-kit";
 import { bodyLimitOptions, routeBodyLimit } from "../errors.js";
 import { headerForwarder, type HeaderForwarder } from "./forward-headers.js";
 import { buildRequest, tooLarge } from "./request.js";
-import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, largeResponseBody, prepareAnswer, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
+import { DEFAULT_RESPONSE_OPTIONS, entityTagOf, isHttpBody, prepareAnswer, sendEventStream, sendHttpBodyStream, sendUnaryResponse, type ResponseOptions } from "./response.js";
 import { restRoutesOf, takesRawContent, type RestRoute } from "./rest-routes.js";
 
 /**
@@ -145,11 +145,9 @@ function addRoute(app: FastifyInstance, { route, transport, bodyLimit }: Planned
         : await transport.unary(method, undefined, undefined, headers, input as never);
       const ready = prepareAnswer(route.method.output, res.message as Message);
       if (ready) await ready;
-      const large = largeResponseBody(route, res.message as Message);
-      const body = large && (await large);
       // Sent here (or, compressed, once awaited); not returned: the reply is a thenable, which the handler's promise
       // would adopt through a further microtask and a call of reply.then.
-      const sent = sendUnaryResponse(route, reply, res.message as Message, etagOf, responses, body);
+      const sent = sendUnaryResponse(route, reply, res.message as Message, etagOf, responses);
       if (sent instanceof Promise) await sent;
     },
   });

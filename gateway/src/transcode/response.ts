@@ -30,18 +30,23 @@ const isPlainJson = (field: DescField) =>
   (field.fieldKind === "scalar" || (field.fieldKind === "list" && field.listKind === "scalar")) && (field.scalar === ScalarType.BOOL || field.scalar === ScalarType.STRING);
 
 /**
- * The JSON text the REST API answers when making it in one piece would hold the event loop: a long list of strings (a
- * namespace's 100,000 config ids, 3.7 MB of JSON: 12–49 ms of JSON.stringify) written a few milliseconds at a time.
- * Undefined for every other answer (responseBody makes those, or their long lists of messages were made by
- * prepareAnswer), so the common answer pays one field check and no promise.
+ * The body of a unary answer that holds a large list, made a few milliseconds at a time; undefined for every other
+ * answer (then responseBody), which pays a field check and no promise. A list of messages is joined and encoded to
+ * UTF-8 in turns (jsonTexts' listInTurns / wholeInTurns: a 40,000-instance list took ~16 ms to join and ~12 ms more to
+ * encode, in one piece); a list of strings is written in slices (a namespace's 100,000 config ids, 3.7 MB of JSON:
+ * 12–49 ms of JSON.stringify in one piece).
  */
-export function largeResponseBody(route: RestRoute, msg: Message): Promise<string> | undefined {
+function largeResponseBody(route: RestRoute, msg: Message): Promise<string | Buffer> | undefined {
   const field = route.responseField;
-  if (!field || field.fieldKind !== "list" || !isPlainJson(field)) return undefined;
-  const value = (msg as unknown as Record<string, (string | boolean)[] | undefined>)[field.localName];
-  if (value === undefined || value.length < LARGE_LIST) return undefined;
-  return Promise.resolve(jsonArrayInTurns(value));
+  if (!field) return texts.wholeInTurns(route.method.output, msg);
+  if (field.fieldKind !== "list") return undefined;
+  if (field.listKind === "message") return texts.listInTurns(field.message, (msg as unknown as Record<string, Message[]>)[field.localName]);
+  if (!isPlainJson(field)) return undefined;
+  const values = (msg as unknown as Record<string, (string | boolean)[] | undefined>)[field.localName];
+  if (values === undefined || values.length < LARGE_LIST) return undefined;
+  return Promise.resolve(jsonArrayInTurns(values));
 }
+
 
 /** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
 export function responseBody(route: RestRoute, msg: Message): string {
@@ -221,7 +226,7 @@ const BROTLI_OPTIONS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 4 } };
 // text.
 const compressedBodies = new WeakMap<object, Map<string, Buffer>>();
 
-async function compressed(body: string, encoding: string, key: object | undefined): Promise<Buffer> {
+async function compressed(body: string | Buffer, encoding: string, key: object | undefined): Promise<Buffer> {
   const cached = key && compressedBodies.get(key)?.get(encoding);
   if (cached) return cached;
   const out = encoding === "br" ? await brotli(body, BROTLI_OPTIONS) : await gzipAsync(body);
@@ -235,8 +240,7 @@ async function compressed(body: string, encoding: string, key: object | undefine
 
 /**
  * A unary answer as JSON text: with its `ETag` (and a 304 when `If-None-Match` names it), compressed when large and
- * the client accepts br or gzip. Small bodies, the common case, pay one length check and no promise. `body`: the answer's
- * JSON text when already made (largeResponseBody), else made here.
+ * the client accepts br or gzip. Small bodies, the common case, pay one length check and no promise.
  */
 export function sendUnaryResponse(
   route: RestRoute,
@@ -244,7 +248,6 @@ export function sendUnaryResponse(
   msg: Message,
   etagOf: (msg: Message) => string | undefined,
   options: ResponseOptions,
-  body?: string,
 ): FastifyReply | Promise<FastifyReply> {
   const etag = etagOf(msg);
   if (etag !== undefined) {
@@ -255,14 +258,16 @@ export function sendUnaryResponse(
     if (ifNoneMatch !== undefined && ifNoneMatchHits(ifNoneMatch, etag)) return reply.code(304).send();
   }
   // Sent as JSON text: a bare string result must still be JSON ("{dev}"), which reply.send would send as text.
-  return sendJsonText(reply, body ?? responseBody(route, msg), respondedMessage(route, msg), options);
+  const large = largeResponseBody(route, msg);
+  if (large !== undefined) return large.then((body) => sendJsonText(reply, body, respondedMessage(route, msg), options));
+  return sendJsonText(reply, responseBody(route, msg), respondedMessage(route, msg), options);
 }
 
 /**
- * Sends `body`, JSON text, compressed (br or gzip) when it is large and the client accepts it. `key`: an object that
+ * Sends `body`, JSON text (or its UTF-8 bytes: then its length is counted in bytes), compressed (br or gzip) when it is large and the client accepts it. `key`: an object that
  * stands for this exact body as long as it lives (its compressed forms are then made once), or undefined.
  */
-export function sendJsonText(reply: FastifyReply, body: string, key: object | undefined, options: Pick<ResponseOptions, "compressMinBytes">): FastifyReply | Promise<FastifyReply> {
+export function sendJsonText(reply: FastifyReply, body: string | Buffer, key: object | undefined, options: Pick<ResponseOptions, "compressMinBytes">): FastifyReply | Promise<FastifyReply> {
   reply.type("application/json");
   if (body.length < options.compressMinBytes) return reply.send(body);
   reply.header("Vary", "Accept-Encoding");
@@ -298,10 +303,16 @@ const eventId = (tag: string | undefined) => (tag !== undefined && !/[\r\n]/.tes
  * An event's bytes, made once per message: a watch hands all its watchers the same message for a change, and a 1 MiB
  * config's change to 300 SSE watchers spent most of a second joining and encoding the same text once per watcher.
  */
-const sseFrames = new WeakMap<Message, Buffer>();
-function sseFrame(output: DescMessage, msg: Message, idLine: string): Buffer {
+const sseFrames = new WeakMap<Message, Buffer | Promise<Buffer>>();
+function sseFrame(output: DescMessage, msg: Message, idLine: string): Buffer | Promise<Buffer> {
   let frame = sseFrames.get(msg);
-  if (frame === undefined) sseFrames.set(msg, (frame = Buffer.from(`${idLine}data: ${wholeMessageJson(output, msg)}\n\n`)));
+  if (frame === undefined) {
+    // a message with a large list (a watch's first message of a large service) is joined and encoded in turns
+    const prefix = `${idLine}data: `;
+    const large = texts.wholeInTurns(output, msg, prefix, "\n\n");
+    large?.catch(() => sseFrames.delete(msg)); // not kept when it failed
+    sseFrames.set(msg, (frame = large ?? Buffer.from(`${prefix}${wholeMessageJson(output, msg)}\n\n`)));
+  }
   return frame;
 }
 
@@ -336,7 +347,8 @@ export async function sendEventStream(reply: FastifyReply, stream: AsyncIterable
       if (first && typeof lastEventId === "string" && lastEventId !== "" && id === lastEventId) continue;
       const ready = prepareAnswer(output, next.value);
       if (ready) await ready;
-      if (!(await writeOrWait(res, sseFrame(output, next.value, tagOfMessage === NO_TAG ? "" : `id: ${id}\n`)))) break;
+      const frame = sseFrame(output, next.value, tagOfMessage === NO_TAG ? "" : `id: ${id}\n`);
+      if (!(await writeOrWait(res, frame instanceof Promise ? await frame : frame))) break;
     }
   } catch (err) {
     const rest = toRestError(err);

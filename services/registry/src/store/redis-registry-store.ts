@@ -1,9 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { Cluster } from "ioredis";
 import { followChanges, quitQuietly, redisCaller, redisWriteCaller, WriteOutcomeUnknownError, type RedisClient, type SubscriberHub } from "@gov/redis";
-import { excerpt } from "@gov/service-kit";
+import { excerpt, mapInTurns, sortInTurns } from "@gov/service-kit";
 import type { InstanceRecord, RegistryChange, RegistryStore } from "./registry-store.js";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { DELETE_CHUNK, EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys } from "./redis-registry-scripts.js";
+import { DELETE_CHUNK, EVENT_PATTERN, eventChannel, namespaceKeys, parseRegistryEvent, registryScripts, serviceKeys, snapshotKeys } from "./redis-registry-scripts.js";
 import { cacheRegistryReads, createRegistryReadCache, type RegistryReadCacheOptions } from "./registry-read-cache.js";
 
 export interface RedisRegistryStoreOptions {
@@ -89,7 +90,25 @@ const DELETE_ATTEMPTS = 10;
 /** What every event channel ends with (after the namespace). */
 const EVENT_SUFFIX = eventChannel("");
 
-const byString = <T>(key: (x: T) => string) => (a: T, b: T) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
+/**
+ * Services of up to this many instances are listed from one reply, as they always were: decoding and parsing it takes
+ * a few milliseconds. A larger one is read from a snapshot in pieces (see LIST_INSTANCES_LUA).
+ */
+const WHOLE_LIST_MAX = 2_000;
+/** Instances per piece of a snapshot's read: one piece's reply decoded and parsed is ~2–4 ms. */
+const LIST_PIECE = 1_000;
+/** How long a snapshot outlives a reader that never dropped it (a process gone mid-read). */
+const SNAPSHOT_TTL_MS = 60_000;
+
+/** UTF-16 code-unit order, as `<` compares strings: the order listInstances answers in. */
+const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** `[id, value, id, value, …]` (HGETALL, ZRANGE WITHSCORES as a script answers them) as a map. */
+function pairsToMap(pairs: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i < pairs.length; i += 2) map.set(pairs[i], pairs[i + 1]);
+  return map;
+}
 
 /**
  * The registry store on Redis (standalone or Cluster). Without `options.hub` it OWNS `client`: `close()` quits it,
@@ -134,6 +153,40 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
    */
   const write = redisWriteCaller(client, call, failedWrite);
 
+  /**
+   * The live instances of a whole reply (`[id, json, …]`, `[id, metadata, …]`, `[id, ttlAt, …]`), sorted by id. Parsed a
+   * few milliseconds at a time: a service larger than WHOLE_LIST_MAX comes whole only when its snapshot was refused.
+   */
+  const liveInOrder = async (records: string[], metadata: string[], scores: string[], now: number): Promise<InstanceRecord[]> => {
+    const metaById = pairsToMap(metadata);
+    const ttlAt = pairsToMap(scores);
+    const ids: string[] = [];
+    for (let i = 0; i < records.length; i += 2) ids.push(records[i]);
+    const jsonById = pairsToMap(records);
+    const parsed = await mapInTurns(await sortInTurns(ids, byCodeUnits), (id) => toRecord(jsonById.get(id), metaById.get(id), ttlAt.get(id), now));
+    return parsed.filter((r) => r !== undefined);
+  };
+
+  /**
+   * The live instances held by a snapshot (see LIST_INSTANCES_LUA) whose instance ids are `ids`, sorted by id: read and
+   * parsed LIST_PIECE at a time, in id order, one piece after the other (each reply decoded on its own, with turns of
+   * the event loop between). Pieces of a snapshot are one consistent view: the copies were made at one instant and no
+   * write reaches them, so no instance is skipped or read twice, whatever is written to the service meanwhile.
+   */
+  const readSnapshot = async ([itc, meta, ttl]: string[], ids: string[], now: number): Promise<InstanceRecord[]> => {
+    await sortInTurns(ids, byCodeUnits); // 40,000 ids: 5–10 ms in one piece
+    const live: InstanceRecord[] = [];
+    for (let at = 0; at < ids.length; at += LIST_PIECE) {
+      const piece = ids.slice(at, at + LIST_PIECE);
+      const [records, metadata, scores] = (await multi((m) => m.hmget(itc, ...piece).hmget(meta, ...piece).zmscore(ttl, ...piece))) as (string | null)[][];
+      for (let i = 0; i < piece.length; i++) {
+        const r = toRecord(records[i], metadata[i], scores[i], now);
+        if (r) live.push(r);
+      }
+    }
+    return live;
+  };
+
   const listServices = async (ns: string) => (await call(() => client.smembers(serviceKeys(ns, "")[0]))).sort();
 
   const store: RegistryStore = {
@@ -153,19 +206,15 @@ export async function createRedisRegistryStore(client: RedisClient, options: Red
     },
     async listInstances(ns, serviceId, now) {
       const [, itc, meta, ttl] = serviceKeys(ns, serviceId);
-      const [records, metadata, scores] = (await multi((m) => m.hgetall(itc).hgetall(meta).zrange(ttl, "0", "-1", "WITHSCORES"))) as [
-        Record<string, string>,
-        Record<string, string>,
-        string[],
-      ];
-      const ttlAt = new Map<string, string>();
-      for (let i = 0; i < scores.length; i += 2) ttlAt.set(scores[i], scores[i + 1]);
-      const live: InstanceRecord[] = [];
-      for (const [id, json] of Object.entries(records)) {
-        const r = toRecord(json, metadata[id], ttlAt.get(id), now);
-        if (r) live.push(r);
+      const snapshot = snapshotKeys(ns, serviceId, randomUUID());
+      const reply = await call(() => scripts.listInstances([itc, meta, ttl, ...snapshot], WHOLE_LIST_MAX, SNAPSHOT_TTL_MS));
+      if (reply[0] === 0) return liveInOrder(reply[1], reply[2], reply[3], now);
+      try {
+        return await readSnapshot(snapshot, reply[1], now);
+      } finally {
+        // not awaited: the answer does not wait for the clean-up, which the snapshot's expiry does anyway if this fails
+        client.unlink(...snapshot).catch(() => undefined);
       }
-      return live.sort(byString((r) => r.instanceId));
     },
     async getInstance(ns, serviceId, instanceId, now) {
       const [, itc, meta, ttl] = serviceKeys(ns, serviceId);
