@@ -13,7 +13,7 @@ import {
   GetConfigResponseSchema,
   WatchConfigResponseSchema,
 } from "@gov/api";
-import { checkNamespace, checkNewNamespace, excerpt, limitExceeded, mapInTurns, paceFanOut, perRecord, readThroughOutage, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, excerpt, limitExceeded, mapInTurns, paceFanOut, perRecord, readThroughOutage, withInvisibleWrittenOut, type NamespaceRule } from "@gov/service-kit";
 import type { ConfigChange, ConfigRecord, ConfigStore } from "./store/config-store.js";
 import type { ConfigLimits } from "./settings.js";
 import { basicConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
@@ -75,7 +75,8 @@ function watchMessageOf(r: ConfigRecord, op: string): WatchConfigResponse {
   return m;
 }
 
-const notFound = (ns: string, id: string) => new ConnectError(`config "${id}" does not exist in namespace "${ns}"`, Code.NotFound);
+// Names written out where a character would not show: "app\u200b.yaml" must not read as naming the existing "app.yaml".
+const notFound = (ns: string, id: string) => new ConnectError(`config "${withInvisibleWrittenOut(id)}" does not exist in namespace "${withInvisibleWrittenOut(ns)}"`, Code.NotFound);
 
 export function createConfigService(deps: ConfigServiceDeps): ServiceImpl<typeof ConfigService> {
   const { store, limits } = deps;

@@ -14,7 +14,7 @@ import {
   WatchInstancesResponseSchema,
   WatchServicesResponseSchema,
 } from "@gov/api/gen/gov/registry/v1/registry_pb";
-import { checkNamespace, checkNewNamespace, mapInTurns, perRecord, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, mapInTurns, perRecord, withInvisibleWrittenOut as shown, type NamespaceRule } from "@gov/service-kit";
 import { chooseWeighted } from "./choose-instance.js";
 import { keepInstanceAlive, KeptInstanceGone } from "./keepalive.js";
 import type { InstanceRecord, RegistryStore } from "./store/registry-store.js";
@@ -70,9 +70,10 @@ const REFUSALS = new Set([Code.InvalidArgument, Code.PermissionDenied, Code.Unau
 
 const chosenResponseOf = perRecord((r: InstanceRecord): ChooseInstanceResponse => create(ChooseInstanceResponseSchema, { instance: toInstance(r) }));
 
+// Names written out where a character would not show: a 404 naming "order\u200b" must not read as naming "order".
 const instanceNotFound = (ns: string, serviceId: string, instanceId: string) =>
   new ConnectError(
-    `instance "${instanceId}" of service "${serviceId}" is not registered in namespace "${ns}" (or it expired): register it again with PUT …/services/${serviceId}/instances`,
+    `instance "${shown(instanceId)}" of service "${shown(serviceId)}" is not registered in namespace "${shown(ns)}" (or it expired): register it again with PUT …/services/${shown(serviceId)}/instances`,
     Code.NotFound,
   );
 
@@ -136,7 +137,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
     async deleteService(req) {
       checkTarget(req.namespace, req.serviceId);
       const result = await store.deleteService(req.namespace, req.serviceId, now());
-      if (result === "not_found") throw new ConnectError(`service "${req.serviceId}" does not exist in namespace "${req.namespace}"`, Code.NotFound);
+      if (result === "not_found") throw new ConnectError(`service "${shown(req.serviceId)}" does not exist in namespace "${shown(req.namespace)}"`, Code.NotFound);
       if (result === "has_instances") {
         throw new ConnectError(
           `service "${req.serviceId}" still has live instances: deregister them first (DELETE …/instances/{instanceId}) or let them expire, then delete the service`,

@@ -1,13 +1,19 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { SecurityService } from "@gov/api/gen/gov/security/v1/security_pb";
-import { checkNamespace, composedFormOf, invisibleCharacterIn, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, composedFormOf, invisibleCharacterIn, withInvisibleWrittenOut, type NamespaceRule } from "@gov/service-kit";
 import { auditMatcher, csvRecord, CSV_HEADER, csvRow, OPEN_SHOWN_AFTER_MS, type AuditWriter } from "./audit-log.js";
 import { hashPassword } from "./passwords.js";
 import { ADMIN_ROLE, callerOf } from "./principal.js";
 import { checkPassword, isLocked, type SecurityCore } from "./security-core.js";
 import type { AuditRecord, Binding, SecurityStore } from "./store/security-store.js";
 import { newSession } from "./tokens.js";
+
+/**
+ * A user or role name in a message, quoted as JSON (controls escaped) and with every other character that would not
+ * show written out: a 404 for "root\u200b" must not read as one for the existing "root".
+ */
+const quoted = (name: string) => withInvisibleWrittenOut(JSON.stringify(name));
 
 export interface SecurityServiceDeps {
   core: SecurityCore;
@@ -63,7 +69,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
   const userOrThrow = async (username: string) => {
     checkName(username, "username");
     const user = await store.getUser(username);
-    if (!user) throw new ConnectError(`user ${JSON.stringify(username)} does not exist`, Code.NotFound);
+    if (!user) throw new ConnectError(`user ${quoted(username)} does not exist`, Code.NotFound);
     return user;
   };
   /**
@@ -105,7 +111,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async removeUser(req) {
       checkName(req.username, "username");
       if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be removed`, Code.FailedPrecondition);
-      if (!(await store.removeUser(req.username))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.removeUser(req.username))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
       return { removed: true };
     },
     async changePassword(req, ctx: HandlerContext) {
@@ -134,7 +140,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       }
       // sessions issued before the change end (a stolen token or password stops working)
       const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), session: newSession() });
-      if (!changed) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      if (!changed) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
       return { changed };
     },
     async bindRoles(req) {
@@ -143,19 +149,19 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       for (const name of names) checkName(name, "role name");
       // the built-in admin role is not stored; every other role must be, when the user's roles are written (one step)
       const result = await store.bindRoles(req.username, names, names.filter((n) => n !== ADMIN_ROLE));
-      if (result === "no-user") throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
-      if (result !== "bound") throw new ConnectError(`role ${JSON.stringify(result.missingRole)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
+      if (result === "no-user") throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (result !== "bound") throw new ConnectError(`role ${quoted(result.missingRole)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
       return { bound: true };
     },
     async lockUser(req) {
       checkName(req.username, "username");
       if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be locked`, Code.FailedPrecondition);
-      if (!(await store.updateUser(req.username, { locked: true }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.updateUser(req.username, { locked: true }))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
       return { locked: true };
     },
     async unlockUser(req) {
       checkName(req.username, "username");
-      if (!(await store.updateUser(req.username, { locked: false, lockedUntil: 0, failures: 0 }))) throw new ConnectError(`user ${JSON.stringify(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.updateUser(req.username, { locked: false, lockedUntil: 0, failures: 0 }))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
       return { unlocked: true };
     },
     async listRoles() {
@@ -168,7 +174,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it has no bindings of its own, it grants rw on every namespace and the users, roles and audit endpoints; bind it to users with PATCH /v1/users/{username}/role`);
       }
       const role = await store.getRole(req.roleName);
-      if (!role) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
+      if (!role) throw new ConnectError(`role ${quoted(req.roleName)} does not exist`, Code.NotFound);
       return { bindings: role.bindings };
     },
     async putRole(req) {
@@ -192,7 +198,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async deleteRole(req) {
       checkName(req.roleName, "roleName");
       if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be removed, only unbound from users (PATCH /v1/users/{username}/role)`);
-      if (!(await store.removeRole(req.roleName))) throw new ConnectError(`role ${JSON.stringify(req.roleName)} does not exist`, Code.NotFound);
+      if (!(await store.removeRole(req.roleName))) throw new ConnectError(`role ${quoted(req.roleName)} does not exist`, Code.NotFound);
       return { removed: true };
     },
     async queryAuditLog(req) {

@@ -3,7 +3,7 @@ import { NamespaceService } from "@gov/api/gen/gov/stats/v1/namespace_pb";
 import type { ConfigStore } from "@gov/config-service";
 import type { NamespaceIndex } from "@gov/namespaces";
 import type { RegistryStore, TopologyStore } from "@gov/registry-service";
-import { checkNamespace, checkNewNamespace, type NamespaceRule } from "@gov/service-kit";
+import { checkNamespace, checkNewNamespace, withInvisibleWrittenOut, type NamespaceRule } from "@gov/service-kit";
 import { callerOf, readableNamespaces } from "@gov/security-service";
 import type { StatsStore } from "../stats/stats-store.js";
 
@@ -79,7 +79,8 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
         );
       if ((configs > 0 || services > 0) && !req.force) throw stillHolds(configs, services);
       if (configs === 0 && services === 0 && !(await index.has(ns))) {
-        throw new ConnectError(`namespace "${ns}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
+        // written out where a character would not show: "{dev}\u200b" must not read as naming the existing "{dev}"
+        throw new ConnectError(`namespace "${withInvisibleWrittenOut(ns)}" does not exist: list them with GET /v1/namespaces`, Code.NotFound);
       }
       // The data first, the index last: a delete cut short (Redis unreachable or slow: 503/504 "may or may not have been
       // applied"; 409 "kept changing") leaves the namespace listed with what is left of it, so that it is still counted,
