@@ -105,7 +105,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       const hashed = await hashPassword(req.password);
       // a fresh session stamp: tokens of an earlier user of this name (deleted since) do not fit it
       const added = await store.addUser({ username: req.username, ...hashed, roles: [], locked: false, lockedUntil: 0, failures: 0, session: newSession() });
-      if (!added) throw new ConnectError(`user ${JSON.stringify(req.username)} already exists`, Code.AlreadyExists);
+      if (!added) throw new ConnectError(`user ${quoted(req.username)} already exists`, Code.AlreadyExists);
       return { added };
     },
     async removeUser(req) {
@@ -191,7 +191,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         return { namespace: b.namespace, action: b.action };
       });
       if ((await store.putRole({ name: req.roleName, desc: req.desc, bindings })) === "removal-unfinished") {
-        throw new ConnectError(`role ${JSON.stringify(req.roleName)} is still being removed (a removal that may have been cut short): remove it again (DELETE /v1/roles/${encodeURIComponent(req.roleName)}), then save it`, Code.FailedPrecondition);
+        throw new ConnectError(`role ${quoted(req.roleName)} is still being removed (a removal that may have been cut short): remove it again (DELETE /v1/roles/${encodeURIComponent(req.roleName)}), then save it`, Code.FailedPrecondition);
       }
       return { saved: true };
     },

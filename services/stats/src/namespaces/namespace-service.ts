@@ -74,7 +74,7 @@ export function createNamespaceService(deps: NamespaceServiceDeps): ServiceImpl<
       const [configs, services] = await Promise.all([deps.configs.count(ns), deps.registry.countServices(ns)]);
       const stillHolds = (c: number, s: number) =>
         new ConnectError(
-          `namespace "${ns}" still holds ${c} config(s) and ${s} service(s): delete them first, or delete the namespace with ?force=true (force: true) to remove them with it`,
+          `namespace "${withInvisibleWrittenOut(ns)}" still holds ${c} config(s) and ${s} service(s): delete them first, or delete the namespace with ?force=true (force: true) to remove them with it`,
           Code.FailedPrecondition,
         );
       if ((configs > 0 || services > 0) && !req.force) throw stillHolds(configs, services);
