@@ -5,7 +5,7 @@ import { Code, ConnectError, type ConnectRouter, type Interceptor, type ServiceI
 import { createMethodSerializationLookup, getJsonOptions, type MethodSerializationLookup } from "@connectrpc/connect/protocol";
 import { errorToJsonBytes, parseTimeout, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { binaryElement, jsonTexts, prepareLargeLists, withEncodedLists } from "./large-lists.js";
+import { binaryInTurns, jsonTexts } from "./large-lists.js";
 import { refuseLostKeys } from "./lost-keys.js";
 import { correctedError, type MessageLimit } from "./request-errors.js";
 import { connectHttpStatus } from "./rest-status.js";
@@ -73,7 +73,6 @@ export function serveConnectUnary(
   const transport: Transport = inProcessTransport(services, options.interceptors, { urlBase: options.baseUrl ?? "http://connect" });
   const jsonOptions = getJsonOptions(CONNECT_JSON_OPTIONS);
   const texts = jsonTexts(jsonOptions);
-  const utf8 = new TextEncoder();
   const limits = { readMaxBytes: options.limit.readMaxBytes, writeMaxBytes: 0xffffffff };
   const routes = new Map<string, Route>();
   for (const { service } of services) {
@@ -139,12 +138,12 @@ export function serveConnectUnary(
       if (late) throw late;
       const res = await transport.unary(route.method, abort.signal, timeoutMs, request.headers as Record<string, string>, input as never, undefined);
       const message = res.message as Message;
-      // An answer with a long list (see large-lists.ts) is encoded a few milliseconds at a time, then joined.
-      const ready = prepareLargeLists(route.method.output, message, binary ? binaryElement : texts.message);
-      if (ready) {
-        await ready;
-        out = binary ? route.serialization.getO(true).serialize(withEncodedLists(route.method.output, message)) : utf8.encode(texts.whole(route.method.output, message));
-      } else out = route.serialization.getO(binary).serialize(message);
+      // An answer with a long list (of messages or strings, see large-lists.ts) is encoded a few milliseconds at a time,
+      // then joined.
+      const ready = binary ? binaryInTurns(route.method.output, message) : texts.wholeInTurns(route.method.output, message);
+      if (binary && ready) out = route.serialization.getO(true).serialize(await (ready as Promise<Message>));
+      else if (ready) out = await (ready as Promise<Buffer>);
+      else out = route.serialization.getO(binary).serialize(message);
       header = trailerMux(res.header, res.trailer);
     } catch (err) {
       const error = ConnectError.from(err);

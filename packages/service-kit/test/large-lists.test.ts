@@ -1,13 +1,14 @@
 // The joined encodings of long lists (large-lists.ts): the same bytes and JSON as the ordinary serializers, made in
 // turns of the event loop.
-import { create, fromBinary, toBinary, toJson } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, toJson, toJsonString } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { createClient, createRouterTransport, type StreamResponse, type UnaryRequest, type UnaryResponse } from "@connectrpc/connect";
-import { InstanceSchema, ListInstancesResponseSchema, RegistryService, WatchInstancesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
+import { ListConfigsResponseSchema } from "@gov/api/gen/gov/config/v1/config_pb";
+import { InstanceSchema, ListInstancesResponseSchema, RegistryService, WatchInstancesResponseSchema, WatchServicesResponseSchema, type Instance } from "@gov/api/gen/gov/registry/v1/registry_pb";
 import { describe, expect, it } from "vitest";
 import { CONNECT_JSON_OPTIONS } from "../src/connect-unary.js";
 import { jsonArrayInTurns, jsonTexts, LARGE_LIST, largeListsSerialization, mapInTurns, prepareLargeLists, sortInTurns } from "../src/index.js";
-import { binaryElement, fromBinaryInTurns, withEncodedLists } from "../src/large-lists.js";
+import { binaryElement, binaryInTurns, fromBinaryInTurns, withEncodedLists } from "../src/large-lists.js";
 
 const instances = (n: number, tag = ""): Instance[] =>
   Array.from({ length: n }, (_, k) =>
@@ -151,5 +152,63 @@ describe("long lists of messages, encoded from their elements", () => {
     // and a content type it does not know passes the answer untouched
     const other = (await large.interceptor(async () => ({ stream: false, message: list }) as unknown as UnaryResponse)({ ...req, header: new Headers({ "content-type": "text/plain" }) } as unknown as UnaryRequest)) as UnaryResponse | StreamResponse;
     expect(other.message).toBe(list);
+  });
+});
+
+describe("long lists of strings, encoded in slices", () => {
+  // empty, non-ASCII and long ids too; more than one slice of the encoders
+  const ids = (n: number, tag = "") => Array.from({ length: n }, (_, k) => (k % 1000 === 7 ? "" : k % 3 ? `${tag}svc-${k}` : `${tag}ü/ß€😀-${k}-${"x".repeat(k % 200)}`));
+
+  it("protobuf: toBinary's bytes when the list is the only or last field, the same message decoded otherwise; short lists pass", async () => {
+    const list = create(ListConfigsResponseSchema, { configIds: ids(10_000) });
+    const ready = binaryInTurns(ListConfigsResponseSchema, list);
+    expect(ready).toBeInstanceOf(Promise);
+    const joined = await ready!;
+    expect(list.configIds).toHaveLength(10_000); // the original is left as it was
+    expect(Buffer.from(toBinary(ListConfigsResponseSchema, joined)).equals(Buffer.from(toBinary(ListConfigsResponseSchema, list)))).toBe(true);
+
+    const watch = create(WatchServicesResponseSchema, { op: "current", serviceId: "s", serviceIds: ids(LARGE_LIST, "w"), hash: "h" });
+    const decoded = fromBinary(WatchServicesResponseSchema, toBinary(WatchServicesResponseSchema, (await binaryInTurns(WatchServicesResponseSchema, watch))!));
+    expect(toJson(WatchServicesResponseSchema, decoded)).toEqual(toJson(WatchServicesResponseSchema, watch));
+
+    expect(binaryInTurns(ListConfigsResponseSchema, create(ListConfigsResponseSchema, { configIds: ids(LARGE_LIST - 1) }))).toBeUndefined();
+  });
+
+  it("decoding: a long list of strings comes back in turns, equal to fromBinary's, the other fields with it", async () => {
+    const list = toBinary(ListConfigsResponseSchema, create(ListConfigsResponseSchema, { configIds: ids(10_000) }));
+    const decoded = fromBinaryInTurns(ListConfigsResponseSchema, list);
+    expect(decoded).toBeInstanceOf(Promise);
+    expect((await decoded).configIds).toEqual(fromBinary(ListConfigsResponseSchema, list).configIds);
+    const watch = create(WatchServicesResponseSchema, { op: "current", serviceId: "s", serviceIds: ids(2_000, "w"), hash: "h" });
+    const bytes = toBinary(WatchServicesResponseSchema, watch);
+    expect(toJson(WatchServicesResponseSchema, await fromBinaryInTurns(WatchServicesResponseSchema, bytes))).toEqual(toJson(WatchServicesResponseSchema, watch));
+  });
+
+  it("JSON: wholeInTurns writes toJson's object; Connect-ES's answers arrive whole through the stand-in", async () => {
+    const list = create(ListConfigsResponseSchema, { configIds: ids(10_000) });
+    const watch = create(WatchServicesResponseSchema, { op: "current", serviceId: "s", serviceIds: ids(LARGE_LIST + 1, "w"), hash: "h" });
+    for (const options of [{}, { alwaysEmitImplicit: true }]) {
+      const texts = jsonTexts(options);
+      expect(JSON.parse((await texts.wholeInTurns(ListConfigsResponseSchema, list))!.toString())).toEqual(toJson(ListConfigsResponseSchema, list, options));
+      expect(JSON.parse((await texts.wholeInTurns(WatchServicesResponseSchema, watch))!.toString())).toEqual(toJson(WatchServicesResponseSchema, watch, options));
+    }
+    expect((await jsonTexts({}).wholeInTurns(ListConfigsResponseSchema, list))!.toString()).toBe(toJsonString(ListConfigsResponseSchema, list));
+
+    const large = largeListsSerialization(CONNECT_JSON_OPTIONS);
+    const others = [create(WatchServicesResponseSchema, { op: "add", serviceId: "t", hash: "g" })];
+    const transport = createRouterTransport(
+      (router) =>
+        router.service(RegistryService, {
+          async *watchServices() {
+            yield watch;
+            yield* others;
+            yield watch;
+          },
+        }),
+      { router: { interceptors: [large.interceptor], jsonOptions: large.jsonOptions }, transport: { useBinaryFormat: false } },
+    );
+    const received = [];
+    for await (const m of createClient(RegistryService, transport).watchServices({ namespace: "{a}" })) received.push(toJson(WatchServicesResponseSchema, m));
+    expect(received).toEqual([watch, ...others, watch].map((m) => toJson(WatchServicesResponseSchema, m)));
   });
 });
