@@ -47,7 +47,6 @@ function largeResponseBody(route: RestRoute, msg: Message): Promise<string | Buf
   return Promise.resolve(jsonArrayInTurns(values));
 }
 
-
 /** The JSON text the REST API answers: the whole message, or just the rule's response field (`true`, `["a.yaml"]`). */
 export function responseBody(route: RestRoute, msg: Message): string {
   const field = route.responseField;
@@ -264,8 +263,9 @@ export function sendUnaryResponse(
 }
 
 /**
- * Sends `body`, JSON text (or its UTF-8 bytes: then its length is counted in bytes), compressed (br or gzip) when it is large and the client accepts it. `key`: an object that
- * stands for this exact body as long as it lives (its compressed forms are then made once), or undefined.
+ * Sends `body`, JSON text (or its UTF-8 bytes: then its length is counted in bytes), compressed (br or gzip) when it is
+ * large and the client accepts it. `key`: an object that stands for this exact body as long as it lives (its compressed
+ * forms are then made once), or undefined.
  */
 export function sendJsonText(reply: FastifyReply, body: string | Buffer, key: object | undefined, options: Pick<ResponseOptions, "compressMinBytes">): FastifyReply | Promise<FastifyReply> {
   reply.type("application/json");

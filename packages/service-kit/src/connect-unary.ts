@@ -140,10 +140,13 @@ export function serveConnectUnary(
       const message = res.message as Message;
       // An answer with a long list (of messages or strings, see large-lists.ts) is encoded a few milliseconds at a time,
       // then joined.
-      const ready = binary ? binaryInTurns(route.method.output, message) : texts.wholeInTurns(route.method.output, message);
-      if (binary && ready) out = route.serialization.getO(true).serialize(await (ready as Promise<Message>));
-      else if (ready) out = await (ready as Promise<Buffer>);
-      else out = route.serialization.getO(binary).serialize(message);
+      if (binary) {
+        const ready = binaryInTurns(route.method.output, message);
+        out = route.serialization.getO(true).serialize(ready ? await ready : message);
+      } else {
+        const ready = texts.wholeInTurns(route.method.output, message);
+        out = ready ? await ready : route.serialization.getO(false).serialize(message);
+      }
       header = trailerMux(res.header, res.trailer);
     } catch (err) {
       const error = ConnectError.from(err);

@@ -140,7 +140,7 @@ export function createRegistryService(deps: RegistryServiceDeps): ServiceImpl<ty
       if (result === "not_found") throw new ConnectError(`service "${shown(req.serviceId)}" does not exist in namespace "${shown(req.namespace)}"`, Code.NotFound);
       if (result === "has_instances") {
         throw new ConnectError(
-          `service "${req.serviceId}" still has live instances: deregister them first (DELETE …/instances/{instanceId}) or let them expire, then delete the service`,
+          `service "${shown(req.serviceId)}" still has live instances: deregister them first (DELETE …/instances/{instanceId}) or let them expire, then delete the service`,
           Code.FailedPrecondition,
         );
       }

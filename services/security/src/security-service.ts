@@ -14,6 +14,8 @@ import { newSession } from "./tokens.js";
  * show written out: a 404 for "root\u200b" must not read as one for the existing "root".
  */
 const quoted = (name: string) => withInvisibleWrittenOut(JSON.stringify(name));
+const noSuchUser = (username: string) => new ConnectError(`user ${quoted(username)} does not exist`, Code.NotFound);
+const noSuchRole = (roleName: string) => new ConnectError(`role ${quoted(roleName)} does not exist`, Code.NotFound);
 
 export interface SecurityServiceDeps {
   core: SecurityCore;
@@ -69,7 +71,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
   const userOrThrow = async (username: string) => {
     checkName(username, "username");
     const user = await store.getUser(username);
-    if (!user) throw new ConnectError(`user ${quoted(username)} does not exist`, Code.NotFound);
+    if (!user) throw noSuchUser(username);
     return user;
   };
   /**
@@ -111,7 +113,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async removeUser(req) {
       checkName(req.username, "username");
       if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be removed`, Code.FailedPrecondition);
-      if (!(await store.removeUser(req.username))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.removeUser(req.username))) throw noSuchUser(req.username);
       return { removed: true };
     },
     async changePassword(req, ctx: HandlerContext) {
@@ -140,7 +142,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       }
       // sessions issued before the change end (a stolen token or password stops working)
       const changed = await store.updateUser(req.username, { ...(await hashPassword(req.newPassword)), session: newSession() });
-      if (!changed) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (!changed) throw noSuchUser(req.username);
       return { changed };
     },
     async bindRoles(req) {
@@ -149,19 +151,19 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
       for (const name of names) checkName(name, "role name");
       // the built-in admin role is not stored; every other role must be, when the user's roles are written (one step)
       const result = await store.bindRoles(req.username, names, names.filter((n) => n !== ADMIN_ROLE));
-      if (result === "no-user") throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (result === "no-user") throw noSuchUser(req.username);
       if (result !== "bound") throw new ConnectError(`role ${quoted(result.missingRole)} does not exist: create it first (PUT /v1/roles/{roleName})`, Code.NotFound);
       return { bound: true };
     },
     async lockUser(req) {
       checkName(req.username, "username");
       if (req.username === superUser) throw new ConnectError(`the super user ${JSON.stringify(superUser)} cannot be locked`, Code.FailedPrecondition);
-      if (!(await store.updateUser(req.username, { locked: true }))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.updateUser(req.username, { locked: true }))) throw noSuchUser(req.username);
       return { locked: true };
     },
     async unlockUser(req) {
       checkName(req.username, "username");
-      if (!(await store.updateUser(req.username, { locked: false, lockedUntil: 0, failures: 0 }))) throw new ConnectError(`user ${quoted(req.username)} does not exist`, Code.NotFound);
+      if (!(await store.updateUser(req.username, { locked: false, lockedUntil: 0, failures: 0 }))) throw noSuchUser(req.username);
       return { unlocked: true };
     },
     async listRoles() {
@@ -174,7 +176,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
         throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it has no bindings of its own, it grants rw on every namespace and the users, roles and audit endpoints; bind it to users with PATCH /v1/users/{username}/role`);
       }
       const role = await store.getRole(req.roleName);
-      if (!role) throw new ConnectError(`role ${quoted(req.roleName)} does not exist`, Code.NotFound);
+      if (!role) throw noSuchRole(req.roleName);
       return { bindings: role.bindings };
     },
     async putRole(req) {
@@ -198,7 +200,7 @@ export function createSecurityService(deps: SecurityServiceDeps): ServiceImpl<ty
     async deleteRole(req) {
       checkName(req.roleName, "roleName");
       if (req.roleName === ADMIN_ROLE) throw invalid(`"${ADMIN_ROLE}" is the reserved administrator role: it cannot be removed, only unbound from users (PATCH /v1/users/{username}/role)`);
-      if (!(await store.removeRole(req.roleName))) throw new ConnectError(`role ${quoted(req.roleName)} does not exist`, Code.NotFound);
+      if (!(await store.removeRole(req.roleName))) throw noSuchRole(req.roleName);
       return { removed: true };
     },
     async queryAuditLog(req) {
