@@ -16,6 +16,13 @@ export interface PatternHandlers {
 export interface PatternSubscription {
   /** Resolves when the subscription is first confirmed (never rejects; it keeps retrying). */
   firstLive: Promise<void>;
+  /**
+   * Stops receiving for now (PUNSUBSCRIBE, unless another subscriber shares the pattern): told `lost` at once, and
+   * nothing more until `resume`. For a subscriber that needs no events for a while, so Redis sends it none.
+   */
+  pause(): void;
+  /** Subscribes again after `pause`; `live` when the server has confirmed it. */
+  resume(): void;
   stop(): void;
 }
 
@@ -33,6 +40,8 @@ interface Entry {
   pattern: string;
   on: PatternHandlers;
   markFirstLive: () => void;
+  /** False while paused: not subscribed, told nothing. */
+  active: boolean;
 }
 
 /** A hub over `client.duplicate()` (opened on first subscribe); `client` itself is left alone. */
@@ -45,11 +54,12 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
   let again = false;
   let retry: NodeJS.Timeout | undefined;
 
-  const patterns = () => [...new Set([...entries].map((e) => e.pattern))];
+  const active = () => [...entries].filter((e) => e.active);
+  const patterns = () => [...new Set(active().map((e) => e.pattern))];
 
   const attempt = async (): Promise<void> => {
     clearTimeout(retry);
-    if (stopped || live || !sub || entries.size === 0) return;
+    if (stopped || live || !sub || patterns().length === 0) return;
     if (busy) return void (again = true); // e.g. "ready" arrived while a failing attempt is in flight
     busy = true;
     again = false;
@@ -59,7 +69,7 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
       if (stopped || conn.status !== "ready") throw new Error("subscriber connection is not ready");
       (conn as EventEmitter).once("close", onClose);
       live = true;
-      for (const e of entries) markLive(e);
+      for (const e of active()) markLive(e);
     } catch {
       if (!stopped) retry = setTimeout(attempt, 200);
     } finally {
@@ -74,7 +84,7 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
   const onClose = () => {
     if (stopped) return;
     live = false;
-    for (const e of entries) e.on.lost();
+    for (const e of active()) e.on.lost();
     void attempt();
   };
 
@@ -86,8 +96,8 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
   // the node's outage). A connection that closes and comes back with its data intact costs a re-read, nothing more.
   const nodeDropped = () => {
     if (stopped || !live) return;
-    for (const e of entries) e.on.lost();
-    for (const e of entries) markLive(e);
+    for (const e of active()) e.on.lost();
+    for (const e of active()) markLive(e);
   };
   if (client instanceof Cluster) {
     const watched = new WeakSet<Redis>();
@@ -116,30 +126,47 @@ export function createSubscriberHub(client: RedisClient): SubscriberHub {
     const s = client instanceof Cluster ? keepSlotsCurrent(client.duplicate()) : client.duplicate({ autoResubscribe: false });
     const events = s as EventEmitter; // Redis and Cluster overload on() differently
     events.on("pmessage", (pattern: string, channel: string, message: string) => {
-      for (const e of entries) if (e.pattern === pattern) e.on.message(channel, message);
+      for (const e of entries) if (e.active && e.pattern === pattern) e.on.message(channel, message);
     });
     events.on("error", () => {}); // reported through lost/live; avoids ioredis' "unhandled error event" noise
     events.on("ready", () => void attempt()); // a reconnected standalone client: subscribe again at once
     return s;
   };
 
+  /** Adds `entry`'s pattern on a connection that is up (a failure means it is going down, and comes back with it). */
+  const add = (entry: Entry) => {
+    if (!live) return void attempt();
+    sub!.psubscribe(entry.pattern).then(() => live && entry.active && entries.has(entry) && markLive(entry), () => {});
+  };
+  /** Drops `entry`'s pattern unless an active subscriber still has it. */
+  const remove = (entry: Entry) => {
+    if (live && !patterns().includes(entry.pattern)) sub?.punsubscribe(entry.pattern).catch(() => {});
+  };
+
   return {
     subscribe(pattern, on) {
       let markFirstLive: () => void = () => {};
       const firstLive = new Promise<void>((resolve) => (markFirstLive = resolve));
-      const entry: Entry = { pattern, on, markFirstLive };
+      const entry: Entry = { pattern, on, markFirstLive, active: true };
       entries.add(entry);
       sub ??= open();
-      if (live) {
-        // The connection is up with other patterns: add this one; if that fails, the connection is going down and
-        // the re-subscribe after it includes this pattern.
-        sub.psubscribe(pattern).then(() => live && entries.has(entry) && markLive(entry), () => {});
-      } else void attempt();
+      add(entry);
       return {
         firstLive,
+        pause() {
+          if (!entry.active || !entries.has(entry)) return;
+          entry.active = false;
+          remove(entry);
+          on.lost();
+        },
+        resume() {
+          if (entry.active || !entries.has(entry)) return;
+          entry.active = true;
+          add(entry);
+        },
         stop() {
           if (!entries.delete(entry)) return;
-          if (live && !patterns().includes(pattern)) sub?.punsubscribe(pattern).catch(() => {});
+          if (entry.active) remove(entry);
         },
       };
     },

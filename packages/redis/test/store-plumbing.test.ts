@@ -67,6 +67,71 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     await hub.close();
   });
 
+  it("a feed with nothing to do pauses its subscription: Redis sends it nothing until a read wakes it or a follower comes", async () => {
+    const hub = createSubscriberHub(client);
+    let idle = false;
+    const states: string[] = [];
+    const decoded: string[] = [];
+    const feed = await followChanges(client, {
+      hub,
+      pattern: "*:idle_evt",
+      parse: (_channel, message) => message,
+      idle: () => idle,
+      idleCheckMs: 20,
+      onChange: (m) => decoded.push(m),
+      onLive: () => states.push("live"),
+      onLost: () => states.push("lost"),
+    });
+    // PUBLISH answers how many subscribers received the message; "probe"s are published until none does
+    const publish = (message: string) => publisher.publish("{x}:idle_evt", message);
+    expect(states).toEqual(["live"]);
+    expect(await publish("busy")).toBe(1);
+
+    idle = true;
+    await expect.poll(() => states).toEqual(["live", "lost"]);
+    await expect.poll(() => publish("probe")).toBe(0);
+    idle = false;
+    feed.wake();
+    await expect.poll(() => states).toEqual(["live", "lost", "live"]);
+    expect(await publish("heard")).toBe(1);
+    await expect.poll(() => decoded.filter((m) => m !== "probe")).toEqual(["busy", "heard"]);
+
+    // A follower resumes a paused feed, is told to resync (it may have read before the confirmation), and gets every
+    // event; while it follows, an idle store does not pause the feed.
+    idle = true;
+    await expect.poll(() => publish("probe")).toBe(0);
+    const followed: string[] = [];
+    let resyncs = 0;
+    const unfollow = feed.subscribe((m) => followed.push(m), () => resyncs++);
+    await expect.poll(() => resyncs).toBe(1);
+    await new Promise((r) => setTimeout(r, 200)); // ten idle checks
+    expect(await publish("followed")).toBe(1);
+    await expect.poll(() => followed).toEqual(["followed"]);
+    unfollow();
+    await expect.poll(() => publish("probe")).toBe(0);
+    expect(decoded.filter((m) => m !== "probe")).toEqual(["busy", "heard", "followed"]);
+    await feed.close();
+    await hub.close();
+  });
+
+  it("a paused subscription leaves a pattern another subscriber of the hub still has", async () => {
+    const hub = createSubscriberHub(client);
+    const got: string[] = [];
+    const on = (name: string) => ({ message: (_c: string, m: string) => got.push(`${name} ${m}`), live: () => {}, lost: () => {} });
+    const a = hub.subscribe("*:shared_evt", on("a"));
+    const b = hub.subscribe("*:shared_evt", on("b"));
+    await Promise.all([a.firstLive, b.firstLive]);
+    a.pause();
+    expect(await publisher.publish("{x}:shared_evt", "1")).toBe(1);
+    await expect.poll(() => got).toEqual(["b 1"]);
+    b.pause();
+    await expect.poll(() => publisher.publish("{x}:shared_evt", "unheard")).toBe(0);
+    a.resume();
+    await expect.poll(() => publisher.publish("{x}:shared_evt", "2")).toBe(1);
+    await expect.poll(() => got).toEqual(["b 1", "a 2"]);
+    await hub.close();
+  });
+
   it("a script call of tens of thousands of arguments is refused before it reaches ioredis; the client goes on working", async () => {
     const count = defineScript("count-args", -1, "return #KEYS + #ARGV");
     const keys = Array.from({ length: 60_000 }, (_, i) => `{big}:k${i}`);

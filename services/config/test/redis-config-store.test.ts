@@ -44,6 +44,51 @@ for (const target of redisTargets()) {
       expect((await a.get(ns, "app"))?.data).toBe("two");
     });
 
+    it("a store with nothing cached and no watch receives no change events; a read or a watch resumes them, and its cache stays right", async () => {
+      const tag = `idle-feed-${process.pid}-${Date.now()}`;
+      const idle = await createRedisConfigStore(await connectRedis(target.url, { redis: { connectionName: tag } }), { maxVersions: 5 });
+      const patterns = () => patternSubscriptions(raw, tag);
+      const ns = freshNamespace();
+      const [, cfgKey] = configKeys(ns, "app");
+      try {
+        expect(await patterns()).toBe(1);
+        // It only writes: the echo of its own write is all it would be sent.
+        await idle.set(ns, "app", "1", sha("1"), 1);
+        await expect.poll(patterns, { timeout: 5000 }).toBe(0);
+        // Another store's change while it hears nothing: its next read sees it, and wakes it.
+        await b.set(ns, "app", "2", sha("2"), 2);
+        expect((await idle.get(ns, "app"))?.data).toBe("2");
+        await expect.poll(patterns, { timeout: 5000 }).toBe(1);
+        // Caching again once the subscription is confirmed: a change without an event is then invisible to it...
+        await expect
+          .poll(async () => {
+            await raw.hset(cfgKey, "data", "2");
+            await idle.get(ns, "app");
+            await raw.hset(cfgKey, "data", "tampered");
+            return (await idle.get(ns, "app"))?.data;
+          }, { timeout: 5000, interval: 10 })
+          .toBe("2");
+        // ...and one through another store is seen.
+        await b.set(ns, "app", "3", sha("3"), 3);
+        await expect.poll(async () => (await idle.get(ns, "app"))?.data, { timeout: 2000, interval: 5 }).toBe("3");
+
+        // A watch on a paused store resumes it and gets every change.
+        await idle.set(ns, "app", "4", sha("4"), 4); // forgets the one entry it had
+        await expect.poll(patterns, { timeout: 5000 }).toBe(0);
+        const versions: number[] = [];
+        const stop = idle.subscribe((c) => void (c.namespace === ns && versions.push(c.version)));
+        try {
+          await expect.poll(patterns, { timeout: 5000 }).toBe(1);
+          await b.set(ns, "app", "5", sha("5"), 5);
+          await expect.poll(() => versions, { timeout: 2000 }).toEqual([5]);
+        } finally {
+          stop();
+        }
+      } finally {
+        await idle.close();
+      }
+    });
+
     it("caches absence too, and a create by another store ends it", async () => {
       const ns = freshNamespace();
       expect(await a.get(ns, "later")).toBeUndefined();
@@ -124,6 +169,18 @@ for (const target of redisTargets()) {
 }
 
 /** Writes through `store` and waits until the store's own change event has come back through its subscription. */
+/** The pattern subscriptions of the connections named `tag` (on every node of a Cluster). */
+async function patternSubscriptions(client: RedisClient, tag: string): Promise<number> {
+  const nodes = client instanceof Cluster ? client.nodes("all") : [client];
+  let count = 0;
+  for (const node of nodes) {
+    for (const line of String(await node.client("LIST")).split("\n")) {
+      if (line.match(/ name=(\S*)/)?.[1].includes(tag)) count += Number(line.match(/ psub=(\d+)/)?.[1] ?? 0);
+    }
+  }
+  return count;
+}
+
 async function setAndAwaitEvent(store: ConfigStore, ns: string, id: string, data: string): Promise<void> {
   let seen = false;
   const stop = store.subscribe((c) => {

@@ -137,6 +137,11 @@ export function createConfigReadCache(options: ConfigReadCacheOptions = {}) {
       return guard.reading || entries.has(namespace);
     },
 
+    /** Nothing cached and no read under way: no invalidation could change anything. */
+    get empty(): boolean {
+      return order.size === 0 && !guard.reading;
+    },
+
     /** Forgets everything (events may have been missed); `enabled` false also stops caching until re-enabled. */
     clear(enable: boolean): void {
       guard.clear(enable);

@@ -24,7 +24,8 @@ export interface RedisConfigStoreOptions extends ConfigStoreOptions, ConfigReadC
  * together with the second connection it opens with `client.duplicate()` for the change subscription.
  *
  * Reads of one config are served from an in-process cache while the subscription is live; change events
- * (published by the write scripts, received by every store including the writer) invalidate it.
+ * (published by the write scripts, received by every store including the writer) invalidate it. With nothing cached
+ * and no watch the subscription pauses (see `idle` below), so a process that only writes is sent no events.
  */
 export async function createRedisConfigStore(client: RedisClient, options: RedisConfigStoreOptions): Promise<ConfigStore> {
   const scripts = configScripts(client);
@@ -84,6 +85,9 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     // its key, and with no watch here an event only matters to the cache if it holds something of that namespace.
     skip: (channel) => channel.endsWith(EVENT_SUFFIX) && !cache.concerns(channel.slice(0, -EVENT_SUFFIX.length)),
     onChange: (change) => forget(change.namespace, change.configId),
+    // Nothing cached, nothing being read, no watch here (a process that only writes, or whose cache its own writes
+    // emptied): the subscription pauses, and resumes at the next read that misses (`wake` in `get`).
+    idle: () => cache.empty,
     // Events may have been missed while the subscription was down: start from an empty cache either way.
     onLive: () => forgetAll(true),
     onLost: () => forgetAll(false),
@@ -102,6 +106,7 @@ export async function createRedisConfigStore(client: RedisClient, options: Redis
     get(ns, id) {
       const hit = cache.lookup(ns, id);
       if (hit !== undefined) return Promise.resolve(hit ?? undefined);
+      feed.wake(); // a paused feed: this read is not cached, the ones after the subscription's confirmation are
       return joined(readKey(ns, id), async () => {
         const ticket = cache.begin(ns, id);
         let value: CachedRead | undefined;
