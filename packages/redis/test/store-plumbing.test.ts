@@ -143,6 +143,28 @@ describe.skipIf(inject("redisSkipReason"))("store plumbing on a real redis-serve
     expect(await runScript(client, count, keys.slice(0, 9_000), [])).toBe(9_000);
   });
 
+  it("a script goes whole (EVAL) the first time on each connection and by its SHA after that, so no call ever meets NOSCRIPT", async () => {
+    const script = defineScript(`eval-first-${Date.now()}`, 1, "return redis.call('INCR', KEYS[1])");
+    const stats = async () => {
+      const info = await publisher.info("commandstats");
+      const calls = (name: string) => Number(info.match(new RegExp(`cmdstat_${name}:calls=(\\d+)`))?.[1] ?? 0);
+      return { eval: calls("eval"), evalsha: calls("evalsha"), noscript: (await publisher.info("errorstats")).includes("errorstat_NOSCRIPT") };
+    };
+    const fresh = await connectRedis(redis.url);
+    try {
+      await publisher.script("FLUSH");
+      await publisher.config("RESETSTAT");
+      expect(await runScript(fresh, script, ["{eval}:n"], [])).toBe(1);
+      expect(await runScript(fresh, script, ["{eval}:n"], [])).toBe(2);
+      expect(await runScript(client, script, ["{eval}:n"], [])).toBe(3); // another connection: whole again
+      expect(await stats()).toEqual({ eval: 2, evalsha: 1, noscript: false });
+      expect(await runScript(client, script, ["{eval}:n"], [])).toBe(4);
+      expect(await stats()).toEqual({ eval: 2, evalsha: 2, noscript: false });
+    } finally {
+      await quitQuietly(fresh);
+    }
+  });
+
   it("scripts are shared with pipelines, not copied onto each: one made before a script's definition runs it too", async () => {
     const earlier = client.multi();
     const scripts = Array.from({ length: 30 }, (_, i) => defineScript(`shared-${i}`, 1, `return redis.call('INCRBY', KEYS[1], ${i + 1})`));
