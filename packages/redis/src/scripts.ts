@@ -58,6 +58,7 @@ const sendsScriptsItself = (client: RedisClient): boolean =>
   !client.options.keyPrefix && !client.options.showFriendlyErrorStack && !client.options.enableAutoPipelining;
 
 const UTF8_REPLIES = { replyEncoding: "utf8" } as const;
+const NO_ARGUMENTS: never[] = [];
 
 /** The connections each script has been sent to whole (EVAL): the next call on one of them sends its SHA. */
 const sentWhole = new WeakMap<LuaScript, WeakSet<object>>();
@@ -79,8 +80,10 @@ class ScriptCall extends Command {
     readonly script: LuaScript,
     args: (string | number)[],
   ) {
-    // (see passArgumentsAsGiven: ioredis would flatten them); replies as strings, as from ioredis' own script command
-    super("evalsha", NO_ARGUMENTS as never[], UTF8_REPLIES);
+    // Made without its arguments, which the constructor would flatten (`args.flat()`, ~60 ns an argument: ~0.9 µs of a
+    // config write's 14), and given them after: they are flat by construction. Replies as strings, as from ioredis'
+    // own script command.
+    super("evalsha", NO_ARGUMENTS, UTF8_REPLIES);
     this.args = args;
     this.stringifyArguments();
   }
@@ -101,8 +104,8 @@ class ScriptCall extends Command {
 
 /**
  * [sha, key count, ...keys, ...args] in an array of exactly that size. It is kept until the reply; one built by spreading
- * carries spare capacity, and cost a config `PUT` ~2 µs more in garbage collection (measured twice, see
- * passArgumentsAsGiven).
+ * carries spare capacity, and cost a config `PUT` 2–3 µs more in garbage collection (measured twice: with this command,
+ * and before it with ioredis' own spread-built array).
  */
 function scriptArguments(script: LuaScript, keys: string[], args: (string | number)[]): (string | number)[] {
   const all = new Array<string | number>(2 + keys.length + args.length);
@@ -152,43 +155,11 @@ function define(client: RedisClient, script: LuaScript): ScriptCommand {
   if (typeof commands[script.command] !== "function") {
     // Without numberOfKeys, ioredis takes the key count as the first argument (and still routes by the keys).
     client.defineCommand(script.command, script.numberOfKeys < 0 ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua });
-    passArgumentsAsGiven(client, script.command);
     shareWithPipelines(client, script.command);
   }
   return commands[script.command] as ScriptCommand;
 }
 
-/** What ioredis keeps of a defined script: the class of command it makes for each call (see passArgumentsAsGiven). */
-interface IoredisScript {
-  Command: new (name: string, args: unknown[], options: { keyPrefix?: unknown }, callback?: unknown) => { args: unknown[]; stringifyArguments(): void };
-}
-
-/**
- * ioredis 6.0.0 flattens every command's arguments (`args.flat()` in its `Command` constructor), ~60 ns an argument on
- * Node 20: ~0.9 µs of each config write's 14-argument script call. A script's arguments here are strings and numbers
- * ({@link callScript}'s types), laid out in a new array by ioredis itself (`Script.execute`), so they are flat already:
- * the script's command takes a plain copy of them instead. A copy, not that array itself: spread together, it carries
- * spare capacity, and kept until the reply it cost more in garbage collection than the flattening did (a config `PUT`
- * under load: +3 µs of gateway CPU kept, −1.2 µs copied). Not for a client with a key prefix, whose keys the
- * constructor rewrites while it has them.
- */
-function passArgumentsAsGiven(client: RedisClient, command: string): void {
-  if (client.options.keyPrefix) return;
-  const defined = (client as unknown as { scriptsSet: Record<string, IoredisScript | undefined> }).scriptsSet[command];
-  if (!defined) return;
-  const ScriptCommand = defined.Command;
-  // A constructor that hands back ioredis' own command rather than a subclass of it: one more class of command for
-  // ioredis' code to see, 0.36 µs more a call measured alone.
-  defined.Command = function (name: string, args: unknown[], options: { keyPrefix?: unknown }, callback?: unknown) {
-    const made = new ScriptCommand(name, NO_ARGUMENTS, options, callback);
-    made.args = args.slice();
-    // as the constructor does with them (numbers to strings); no argument transformer applies to eval / evalsha
-    made.stringifyArguments();
-    return made;
-  } as unknown as IoredisScript["Command"];
-}
-
-const NO_ARGUMENTS: unknown[] = [];
 
 /**
  * ioredis copies every defined script onto each pipeline it makes (two own properties per script, in its constructor),

@@ -4,7 +4,7 @@ export { perRecord } from "./per-record.js";
 export { fanOutPacer, paceFanOut, FAN_OUT_BYTES_PER_TURN } from "./fan-out-pacer.js";
 export { settleNextTickShape } from "./next-tick-shape.js";
 export { CLOCK_SKEW_ALLOWANCE_MS } from "./transport/caller-deadline.js";
-export { fromBinaryInTurns, jsonArrayInTurns, jsonTexts, largeListsSerialization, mapInTurns, prepareLargeLists, sortInTurns, LARGE_LIST, type JsonTexts } from "./large-lists.js";
+export { fromBinaryInTurns, jsonArrayInTurns, jsonTexts, largeListsSerialization, mapInTurns, prepareLargeLists, sortInTurns, turnTaker, LARGE_LIST, type JsonTexts } from "./large-lists.js";
 export { nothingWritten, StoreUnavailableError, withoutRetryAdvice, WriteOutcomeUnknownError, errorInterceptor, outageError, outageLogFields, toConnectError } from "./errors.js";
 export { outageAnswers, outageAnswersOf, OUTAGE_QUIET_MS, OUTAGE_SUMMARY_MS, type OutageAnswers } from "./outage-answers.js";
 export { createLogger, REDACTED_PATHS, urlForLog, type Logger } from "./logger.js";

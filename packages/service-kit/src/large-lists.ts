@@ -96,11 +96,12 @@ async function encodeInTurns(lists: DescField[], msg: Message, encode: Encode<un
 }
 
 /**
- * Lets the event loop turn once TURN_MS of work have passed since the last turn. Callers ask every 16 items: reading
- * the clock that often costs nothing next to the items' work, and items already made (a WeakMap lookup) go through
- * without a turn.
+ * For a long loop: `maybe()` lets the event loop turn (I/O, timers, other requests) once TURN_MS of work have passed
+ * since the last turn, and is undefined — no promise, no microtask — otherwise. The encoders here ask every 16 items:
+ * reading the clock that often costs nothing next to the items' work, and items already made (a WeakMap lookup) go
+ * through without a turn.
  */
-function turnTaker(): { maybe(): Promise<void> | undefined } {
+export function turnTaker(): { maybe(): Promise<void> | undefined } {
   let since = performance.now();
   return {
     maybe() {

@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { type ImportResult, ImportResultSchema } from "@gov/api";
-import { StoreUnavailableError, WriteOutcomeUnknownError } from "@gov/service-kit";
+import { StoreUnavailableError, turnTaker, WriteOutcomeUnknownError } from "@gov/service-kit";
 import type { ConfigStore } from "./store/config-store.js";
 import type { ImportEntry } from "./zip-archive.js";
-import { canceled, turnTaker } from "./zip-reader.js";
+import { canceled } from "./zip-reader.js";
 
 export type ImportOutcome = "created" | "updated" | "unchanged" | "skipped" | "rejected";
 
@@ -26,9 +26,9 @@ export async function importEntries(
   let succeeded = 0;
   let stoppedBy: string | undefined;
   // Each write awaits the store, but an in-process store answers without giving other requests a turn.
-  const takeTurn = turnTaker();
+  const turns = turnTaker();
   for (const entry of entries) {
-    await takeTurn();
+    await turns.maybe();
     if (!("data" in entry)) {
       results.push(row(entry.configId, entry.outcome, entry.reason));
       continue;

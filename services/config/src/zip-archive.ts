@@ -1,9 +1,9 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { limitExceeded } from "@gov/service-kit";
+import { limitExceeded, turnTaker } from "@gov/service-kit";
 import { Zip, ZipDeflate } from "fflate";
 import { type ConfigIdProblem, writableConfigIdProblem } from "./config-id.js";
 import type { ConfigLimits } from "./settings.js";
-import { canceled, inflateEntry, readCentralDirectory, shortName, turnTaker, type ZipEntryInfo } from "./zip-reader.js";
+import { canceled, inflateEntry, readCentralDirectory, shortName, type ZipEntryInfo } from "./zip-reader.js";
 
 /** One entry of an import archive: a config to write, or the reason it is passed over. One per archive entry. */
 export type ImportEntry =
@@ -53,7 +53,7 @@ export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits
   const bytes = Buffer.from(upload.buffer, upload.byteOffset, upload.length);
   const entries = await readCentralDirectory(bytes, limits, signal);
 
-  const takeTurn = turnTaker();
+  const turns = turnTaker();
   const results: (ImportEntry | undefined)[] = [];
   // Entries with a valid config id, by id: two entries with one name make it unclear which is meant, so neither is
   // imported (rather than "the last one wins").
@@ -67,7 +67,7 @@ export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits
       if (at) at.push(i);
       else byName.set(entry.name, [i]);
     }
-    await takeTurn();
+    await turns.maybe();
   }
   for (const [name, at] of byName) {
     if (at.length < 2) continue;
@@ -75,7 +75,7 @@ export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits
     const row = rejected(name, `the archive has ${at.length} entries named "${name}" (entries ${which}): which one is meant is unclear, so none was imported`);
     for (const i of at) {
       results[i] = row;
-      await takeTurn();
+      await turns.maybe();
     }
   }
 
@@ -88,7 +88,7 @@ export async function readImportArchive(upload: Uint8Array, limits: ConfigLimits
     } catch {
       results[i] = rejected(entry.name, "content is not UTF-8 text: configs are text");
     }
-    await takeTurn();
+    await turns.maybe();
   }
   return results as ImportEntry[];
 }

@@ -53,22 +53,6 @@ const overLimit = (message: string, setting: string) => new ConnectError(message
 
 export const canceled = () => new ConnectError("the client went away: the import stopped", Code.Canceled);
 
-/** Long synchronous stretches give way to other requests after this long (the contract's bound is ~50 ms). */
-const YIELD_AFTER_MS = 10;
-
-/**
- * A function to await in every step of a long loop: it lets the event loop run (I/O, timers, other requests) once
- * YIELD_AFTER_MS has passed since the last time, and costs one microtask otherwise.
- */
-export function turnTaker(): () => Promise<void> {
-  let last = performance.now();
-  return async () => {
-    if (performance.now() - last < YIELD_AFTER_MS) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    last = performance.now();
-  };
-}
-
 /** Names are echoed in messages and rows; a name can be 64 KiB, so long ones are cut. */
 export function shortName(name: string, max = 512): string {
   return name.length > max ? `${name.slice(0, max)}…` : name;
